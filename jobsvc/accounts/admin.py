@@ -1,0 +1,12 @@
+from django.contrib import admin
+from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+
+from jobsvc.accounts.models import User
+
+
+@admin.register(User)
+class UserAdmin(DjangoUserAdmin):
+    list_display = ("username", "job_weight", "is_active", "is_staff", "date_joined")
+    list_editable = ("job_weight",)
+    fieldsets = (*DjangoUserAdmin.fieldsets, ("Scheduling", {"fields": ("job_weight",)}))
+    add_fieldsets = (*DjangoUserAdmin.add_fieldsets, ("Scheduling", {"fields": ("job_weight",)}))

@@ -1,0 +1,122 @@
+"""One place where every error becomes an HTTP response in the service's envelope::
+
+{"success": false, "error": {"code": "...", "message": "...", "fields": {...}}}
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404, HttpRequest, JsonResponse
+from rest_framework import exceptions as drf
+from rest_framework.response import Response
+
+from jobsvc import errors
+
+logger = logging.getLogger(__name__)
+
+_STATUS_OF_SERVICE_ERROR: tuple[tuple[type[errors.ServiceError], int], ...] = (
+    (errors.NotFound, 404),
+    (errors.Conflict, 409),
+    (errors.Forbidden, 403),
+    (errors.InvalidInput, 400),
+)
+
+_MESSAGE_OF_DRF_CODE = {
+    "not_authenticated": "Authentication credentials were not provided.",
+    "parse_error": "The request body is not valid JSON.",
+}
+
+
+def error_body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"success": False, "error": {"code": code, "message": message, "fields": fields or {}}}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF's EXCEPTION_HANDLER: service errors, DRF errors and Django's 404/403."""
+    if isinstance(exc, errors.ServiceError):
+        return Response(error_body(exc.code, exc.message, exc.fields), status=_status_of(exc))
+    if isinstance(exc, Http404):
+        exc = drf.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = drf.PermissionDenied()
+    if not isinstance(exc, drf.APIException):
+        return None  # a bug: Django logs it and answers 500 (see handler500)
+    headers = {}
+    if getattr(exc, "auth_header", None):
+        headers["WWW-Authenticate"] = exc.auth_header
+    if getattr(exc, "wait", None):
+        headers["Retry-After"] = str(int(exc.wait))
+    if isinstance(exc, drf.ValidationError):
+        body = error_body("invalid", _summary(exc.detail), _fields(exc.detail))
+    else:
+        code = exc.get_codes() if isinstance(exc.get_codes(), str) else exc.default_code
+        detail = exc.detail
+        if isinstance(detail, dict) and "detail" in detail:
+            detail = detail["detail"]  # simplejwt's InvalidToken: {"detail", "code", "messages"}
+        message = _MESSAGE_OF_DRF_CODE.get(code, str(detail))
+        body = error_body(code, message)
+    return Response(body, status=exc.status_code, headers=headers)
+
+
+def _status_of(exc: errors.ServiceError) -> int:
+    for error_class, status in _STATUS_OF_SERVICE_ERROR:
+        if isinstance(exc, error_class):
+            return status
+    return 400
+
+
+def _fields(detail: Any) -> dict[str, Any]:
+    if isinstance(detail, dict):
+        return {str(key): _plain(value) for key, value in detail.items()}
+    if isinstance(detail, list) and detail and all(isinstance(item, dict) for item in detail):
+        # A bulk request: report each job's errors under its index in the list.
+        return {str(index): _plain(item) for index, item in enumerate(detail) if item}
+    return {}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return str(value)
+
+
+def _summary(detail: Any) -> str:
+    """A one-line message: the first problem found, prefixed with where it is."""
+    path: list[str] = []
+    while True:
+        if isinstance(detail, dict) and detail:
+            key, detail = next(iter(detail.items()))
+            if key != "non_field_errors":
+                path.append(str(key))
+        elif isinstance(detail, list) and detail:
+            non_empty = [(index, item) for index, item in enumerate(detail) if item]
+            if not non_empty:
+                break
+            index, item = non_empty[0]
+            if isinstance(item, dict | list):
+                if isinstance(item, dict):
+                    path.append(f"[{index}]")
+                detail = item
+            else:
+                detail = item
+        else:
+            break
+    where = ".".join(path).replace(".[", "[")
+    return f"{where}: {detail}" if where else str(detail)
+
+
+def json_404(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return JsonResponse(error_body("not_found", "No such endpoint."), status=404)
+
+
+def json_500(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(error_body("server_error", "Internal server error."), status=500)
+
+
+def json_400(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return JsonResponse(error_body("bad_request", "Bad request."), status=400)

@@ -1,0 +1,31 @@
+"""Liveness and readiness probes (no authentication, no envelope)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import connections
+from django.http import HttpRequest, JsonResponse
+
+logger = logging.getLogger(__name__)
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    """The process is up and serving requests."""
+    return JsonResponse({"status": "ok"})
+
+
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Every database (control and shards) answers a query."""
+    failures: dict[str, str] = {}
+    for alias in connections:
+        try:
+            with connections[alias].cursor() as cursor:
+                cursor.execute("SELECT 1")
+        except Exception as exc:  # any failure means "not ready"; say which and why
+            logger.warning("readiness: database %s unreachable: %s", alias, exc)
+            failures[alias] = type(exc).__name__
+            connections[alias].close()
+    if failures:
+        return JsonResponse({"status": "unavailable", "databases": failures}, status=503)
+    return JsonResponse({"status": "ok", "databases": len(connections.all())})

@@ -1,0 +1,80 @@
+"""The service's error hierarchy. ``jobsvc.api.errors`` translates it to HTTP, in one place.
+
+ServiceError
+├── NotFound            the thing does not exist, or is not the caller's
+│   └── JobNotFound
+├── Conflict            the request is valid but the thing's state forbids it
+│   ├── JobNotCancellable
+│   └── IdempotencyKeyReused
+├── Forbidden           the caller may not do this
+│   ├── SignupDisabled
+│   └── JobWeightNeedsStaff
+└── InvalidInput        the request names something malformed
+"""
+
+from __future__ import annotations
+
+
+class ServiceError(Exception):
+    """Root of every error the service reports to a caller."""
+
+    code = "error"
+
+    def __init__(self, message: str, *, fields: dict[str, list[str]] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields = fields or {}
+
+
+class NotFound(ServiceError):
+    """The thing does not exist, or belongs to someone else."""
+
+    code = "not_found"
+
+
+class JobNotFound(NotFound):
+    """No job with that id belongs to the caller."""
+
+    code = "job_not_found"
+
+
+class Conflict(ServiceError):
+    """The thing's current state forbids the request."""
+
+    code = "conflict"
+
+
+class JobNotCancellable(Conflict):
+    """The job has started or finished; only scheduled or queued jobs can be cancelled."""
+
+    code = "job_not_cancellable"
+
+
+class IdempotencyKeyReused(Conflict):
+    """The Idempotency-Key was first used with a different request."""
+
+    code = "idempotency_key_reused"
+
+
+class Forbidden(ServiceError):
+    """The caller may not do this."""
+
+    code = "forbidden"
+
+
+class SignupDisabled(Forbidden):
+    """Self-service sign-up is turned off; a staff user must create accounts."""
+
+    code = "signup_disabled"
+
+
+class JobWeightNeedsStaff(Forbidden):
+    """The requested job_weight is above the self-service cap."""
+
+    code = "job_weight_needs_staff"
+
+
+class InvalidInput(ServiceError):
+    """The request names something malformed."""
+
+    code = "invalid"

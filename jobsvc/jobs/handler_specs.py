@@ -1,0 +1,31 @@
+"""Which handler runs a job, and whether its parameters are acceptable, checked at create.
+
+The API only validates here; the executor runs handlers (``jobsvc.handlers``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobsvc.handlers.errors import InvalidHandlerParams, UnknownHandler
+from jobsvc.handlers.registry import DEFAULT_HANDLER
+from jobsvc.handlers.setup import validation_registry
+from jobsvc.handlers.validation import validate_handler as _validate
+
+__all__ = ["DEFAULT_HANDLER", "HandlerSpecError", "validate_handler"]
+
+
+class HandlerSpecError(ValueError):
+    """The handler name or its parameters are not acceptable; ``field`` says which."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def validate_handler(*, name: Any, params: Any) -> tuple[str, dict]:
+    """Return (name, validated params); raise HandlerSpecError naming the bad field."""
+    try:
+        return _validate(name=name, params=params, registry=validation_registry())
+    except (InvalidHandlerParams, UnknownHandler) as exc:
+        raise HandlerSpecError(str(exc).strip("'\""), field=exc.field) from None

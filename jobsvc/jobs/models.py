@@ -1,0 +1,127 @@
+"""Jobs and idempotency keys. These tables live in every shard database, never in control.
+
+Job lifecycle (``Job.status``)::
+
+    scheduled --(due; published by a scheduler)--> queued --(claimed by an executor)--> running
+    running --> succeeded | failed | scheduled (a retryable failure, with a later execute_at)
+    scheduled | queued --(cancel)--> cancelled
+
+``succeeded``, ``failed`` and ``cancelled`` are terminal.
+"""
+
+from __future__ import annotations
+
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+
+
+class JobStatus(models.TextChoices):
+    SCHEDULED = "scheduled", "Scheduled"
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+CANCELLABLE_STATUSES = frozenset({JobStatus.SCHEDULED, JobStatus.QUEUED})
+TERMINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
+
+
+class Job(models.Model):
+    # "C" collation: ids must compare byte-wise, as KSUIDs sort, not by a locale's rules.
+    id = models.CharField(primary_key=True, max_length=27, editable=False, db_collation="C")
+    user_id = models.BigIntegerField(editable=False)
+    message = models.TextField()
+    # When the user asked the job to run; never changes (job latency is measured from it).
+    execute_at = models.DateTimeField()
+    # When the next attempt is due: execute_at at first, later the retry time.
+    due_at = models.DateTimeField()
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.SCHEDULED)
+    attempts = models.IntegerField(default=0)  # attempts started so far
+    max_attempts = models.SmallIntegerField()
+    timeout_seconds = models.FloatField()  # per attempt
+    handler = models.CharField(max_length=64, default="default")
+    handler_params = models.JSONField(default=dict, blank=True)
+    shard_id = models.SmallIntegerField(editable=False)
+    last_error = models.TextField(blank=True, default="")
+    # [{"attempt": n, "error": "...", "at": "..."}, ...] for every failed attempt.
+    attempt_errors = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # The shard-ownership epoch under which the job was last dispatched (fencing).
+    dispatch_epoch = models.BigIntegerField(null=True, blank=True)
+    # While queued or running: when the sweeper may assume the message or executor was lost.
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "jobs"
+        indexes = [
+            # A user's jobs, newest first (ids sort by creation time).
+            models.Index(fields=["user_id", "-id"], name="jobs_user_newest_idx"),
+            # What the scheduler reads: each user's due jobs in due order.
+            models.Index(
+                fields=["user_id", "due_at", "id"],
+                condition=models.Q(status="scheduled"),
+                name="jobs_due_by_user_idx",
+            ),
+            # What the scheduler counts (in flight) and the sweeper scans (expired leases).
+            models.Index(
+                fields=["lease_expires_at"],
+                condition=models.Q(status__in=["queued", "running"]),
+                name="jobs_in_flight_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.id} ({self.status})"
+
+
+class IdempotencyKey(models.Model):
+    """A create request's ``Idempotency-Key``: its first result is returned to every retry.
+
+    It lives on the shard chosen by hashing the user and key, together with the jobs that
+    request created, so both commit in one transaction.
+    """
+
+    user_id = models.BigIntegerField()
+    key = models.CharField(max_length=255)
+    request_hash = models.CharField(max_length=64)
+    job_ids = ArrayField(models.CharField(max_length=27))
+    is_bulk = models.BooleanField(default=False)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "jobs_idempotency_key"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user_id", "key"], name="jobs_idempotency_user_key_uniq"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"idempotency key {self.key!r} of user {self.user_id}"
+
+
+class ShardLease(models.Model):
+    """Who may dispatch from this shard: the fencing record, one row per shard database.
+
+    A scheduler that acquires the shard in ZooKeeper increments ``epoch`` here, and every
+    write it makes to the shard first checks that ``epoch`` is still its own. A worker that
+    was paused or partitioned while another took over finds a higher epoch and changes
+    nothing. ZooKeeper decides who should own a shard; this row decides whose writes count.
+    """
+
+    shard_id = models.SmallIntegerField(primary_key=True)
+    epoch = models.BigIntegerField(default=0)
+    owner = models.CharField(max_length=200, blank=True, default="")
+    acquired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "jobs_shard_lease"
+
+    def __str__(self) -> str:
+        return f"shard {self.shard_id} epoch {self.epoch} ({self.owner or 'unowned'})"

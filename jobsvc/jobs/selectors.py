@@ -1,0 +1,70 @@
+"""Reads of jobs. A job is found through the shard its id names; lists merge every shard."""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import islice
+
+from jobsvc import errors
+from jobsvc.jobs.models import Job
+from jobsvc.sharding.ids import InvalidJobId, shard_of
+from jobsvc.sharding.shards import UnknownShard, shard_alias, shard_aliases
+
+
+def job_get(*, user_id: int, job_id: str) -> Job:
+    """The caller's job; another user's job is reported exactly like a missing one."""
+    try:
+        alias = shard_alias(shard_of(job_id))
+    except InvalidJobId as exc:
+        raise errors.InvalidInput(f"Malformed job id: {exc}.") from None
+    except UnknownShard:
+        raise errors.JobNotFound(f"No job {job_id}.") from None
+    job = Job.objects.using(alias).filter(pk=job_id, user_id=user_id).first()
+    if job is None:
+        raise errors.JobNotFound(f"No job {job_id}.")
+    return job
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    statuses: tuple[str, ...] = ()
+    execute_at_from: datetime | None = None  # inclusive
+    execute_at_to: datetime | None = None  # exclusive
+
+
+@dataclass(frozen=True)
+class JobPage:
+    jobs: list[Job]
+    next_cursor: str | None
+
+
+def jobs_list(*, user_id: int, job_filter: JobFilter, before_id: str | None, limit: int) -> JobPage:
+    """The caller's jobs newest first (by id), ``limit`` per page, across all shards.
+
+    Each shard returns at most ``limit + 1`` rows through the (user_id, id) index; the
+    merge keeps the newest ``limit`` and says whether more remain.
+    """
+    per_shard = [
+        _shard_page(alias, user_id, job_filter, before_id, limit + 1) for alias in shard_aliases()
+    ]
+    merged = list(islice(heapq.merge(*per_shard, key=lambda job: job.id, reverse=True), limit + 1))
+    has_more = len(merged) > limit
+    jobs = merged[:limit]
+    return JobPage(jobs=jobs, next_cursor=jobs[-1].id if has_more and jobs else None)
+
+
+def _shard_page(
+    alias: str, user_id: int, job_filter: JobFilter, before_id: str | None, limit: int
+) -> list[Job]:
+    query = Job.objects.using(alias).filter(user_id=user_id)
+    if job_filter.statuses:
+        query = query.filter(status__in=job_filter.statuses)
+    if job_filter.execute_at_from is not None:
+        query = query.filter(execute_at__gte=job_filter.execute_at_from)
+    if job_filter.execute_at_to is not None:
+        query = query.filter(execute_at__lt=job_filter.execute_at_to)
+    if before_id is not None:
+        query = query.filter(id__lt=before_id)
+    return list(query.order_by("-id")[:limit])

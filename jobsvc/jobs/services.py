@@ -1,0 +1,103 @@
+"""Writes to jobs: create (one or many, optionally idempotent) and cancel."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from jobsvc import errors
+from jobsvc.jobs import store
+from jobsvc.jobs.models import CANCELLABLE_STATUSES, Job, JobStatus
+from jobsvc.jobs.selectors import job_get
+from jobsvc.jobs.specs import JobSpec
+from jobsvc.sharding.ids import new_job_id
+from jobsvc.sharding.shards import (
+    pick_shard_for_new_jobs,
+    shard_alias,
+    shard_for_idempotency_key,
+)
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    jobs: list[Job] | list[store.JobRow]
+    created: bool  # False when an Idempotency-Key replayed an earlier request
+
+
+def jobs_create(
+    *, user_id: int, specs: list[JobSpec], is_bulk: bool, idempotency_key: str | None = None
+) -> CreateResult:
+    """Create jobs atomically on one shard; with a key, a retry returns the first result.
+
+    All jobs of one request go to one shard, so "all created or none" is one local
+    transaction. Requests without a key spread over the shards at random; a key decides
+    its shard by hashing, so every retry looks in the same place.
+    """
+    if idempotency_key is None:
+        shard_id = pick_shard_for_new_jobs()
+    else:
+        shard_id = shard_for_idempotency_key(user_id=user_id, key=idempotency_key)
+    alias = shard_alias(shard_id)
+    now = timezone.now()
+    job_ids = [new_job_id(shard_id=shard_id, at=now) for _ in specs]
+    rows = [
+        store.new_job_row(job_id=job_id, user_id=user_id, spec=spec, shard_id=shard_id, now=now)
+        for job_id, spec in zip(job_ids, specs, strict=True)
+    ]
+    if idempotency_key is None:
+        # One INSERT (or one COPY) is atomic by itself: no BEGIN/COMMIT round trips needed.
+        store.insert_jobs(alias, rows)
+        return CreateResult(jobs=rows, created=True)
+    request_hash = _request_hash(specs, is_bulk=is_bulk)
+    with transaction.atomic(using=alias):
+        claimed = store.claim_idempotency_key(
+            alias,
+            user_id=user_id,
+            key=idempotency_key,
+            request_hash=request_hash,
+            job_ids=job_ids,
+            is_bulk=is_bulk,
+            now=now,
+        )
+        if not claimed:
+            return _replay(alias, user_id, idempotency_key, request_hash)
+        store.insert_jobs(alias, rows)
+    return CreateResult(jobs=rows, created=True)
+
+
+def _replay(alias: str, user_id: int, key: str, request_hash: str) -> CreateResult:
+    first_hash, job_ids, _ = store.read_idempotency_key(alias, user_id=user_id, key=key)
+    if first_hash != request_hash:
+        raise errors.IdempotencyKeyReused(
+            "This Idempotency-Key was already used with a different request body."
+        )
+    return CreateResult(jobs=store.jobs_by_ids(alias, job_ids), created=False)
+
+
+def _request_hash(specs: list[JobSpec], *, is_bulk: bool) -> str:
+    canonical = json.dumps(
+        [is_bulk, [[spec.message, spec.execute_at.isoformat()] for spec in specs]],
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def job_cancel(*, user_id: int, job_id: str) -> Job:
+    """Cancel a job that has not started. Cancelling a cancelled job changes nothing."""
+    job = job_get(user_id=user_id, job_id=job_id)
+    now = timezone.now()
+    updated = (
+        Job.objects.using(job._state.db)
+        .filter(pk=job.pk, user_id=user_id, status__in=CANCELLABLE_STATUSES)
+        .update(status=JobStatus.CANCELLED, updated_at=now, finished_at=now)
+    )
+    if updated:
+        return job_get(user_id=user_id, job_id=job_id)
+    job = job_get(user_id=user_id, job_id=job_id)  # it moved on since we read it
+    if job.status == JobStatus.CANCELLED:
+        return job
+    raise errors.JobNotCancellable(f"Job {job_id} is {job.status}; it can no longer be cancelled.")

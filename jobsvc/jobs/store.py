@@ -1,0 +1,133 @@
+"""SQL the job service runs against a shard, kept here as named queries.
+
+Inserts bypass the ORM: a bulk create writes up to 1,000 rows, and COPY does that in one
+round trip at a small fraction of the ORM's cost per row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from django.db import connections
+from psycopg.types.json import Jsonb
+
+from jobsvc.jobs.models import Job, JobStatus
+from jobsvc.jobs.specs import JobSpec
+
+
+class JobRow(NamedTuple):
+    """A new job as inserted; it reads like a ``Job`` for the response, at a tenth the cost."""
+
+    id: str
+    user_id: int
+    message: str
+    execute_at: datetime
+    due_at: datetime
+    status: str
+    attempts: int
+    max_attempts: int
+    timeout_seconds: float
+    handler: str
+    handler_params: dict
+    shard_id: int
+    last_error: str
+    attempt_errors: list
+    created_at: datetime
+    updated_at: datetime
+    dispatched_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+JOB_COLUMNS = JobRow._fields
+
+_INSERT_ONE = (
+    f"INSERT INTO jobs ({', '.join(JOB_COLUMNS)}) VALUES ({', '.join(['%s'] * len(JOB_COLUMNS))})"
+)
+_COPY_MANY = f"COPY jobs ({', '.join(JOB_COLUMNS)}) FROM STDIN"
+
+_CLAIM_IDEMPOTENCY_KEY = """
+    INSERT INTO jobs_idempotency_key (user_id, key, request_hash, job_ids, is_bulk, created_at)
+    VALUES (%s, %s, %s, %s, %s, %s)
+    ON CONFLICT (user_id, key) DO NOTHING
+    RETURNING id
+"""
+_READ_IDEMPOTENCY_KEY = """
+    SELECT request_hash, job_ids, is_bulk FROM jobs_idempotency_key
+    WHERE user_id = %s AND key = %s
+"""
+
+
+def new_job_row(
+    *, job_id: str, user_id: int, spec: JobSpec, shard_id: int, now: datetime
+) -> JobRow:
+    return JobRow(
+        id=job_id,
+        user_id=user_id,
+        message=spec.message,
+        execute_at=spec.execute_at,
+        due_at=spec.execute_at,
+        status=JobStatus.SCHEDULED.value,
+        attempts=0,
+        max_attempts=spec.max_attempts,
+        timeout_seconds=spec.timeout_seconds,
+        handler=spec.handler,
+        handler_params=spec.handler_params,
+        shard_id=shard_id,
+        last_error="",
+        attempt_errors=[],
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def _adapted(row: JobRow) -> JobRow:
+    return row._replace(
+        handler_params=Jsonb(row.handler_params), attempt_errors=Jsonb(row.attempt_errors)
+    )
+
+
+def from_jsonb(value: Any) -> Any:
+    """A jsonb value from a raw query: Django's psycopg setup returns jsonb as text."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def insert_jobs(alias: str, rows: Sequence[JobRow]) -> None:
+    with connections[alias].cursor() as cursor:
+        if len(rows) == 1:
+            cursor.execute(_INSERT_ONE, _adapted(rows[0]))
+            return
+        with cursor.copy(_COPY_MANY) as copy:
+            for row in rows:
+                copy.write_row(_adapted(row))
+
+
+def claim_idempotency_key(
+    alias: str,
+    *,
+    user_id: int,
+    key: str,
+    request_hash: str,
+    job_ids: list[str],
+    is_bulk: bool,
+    now: datetime,
+) -> bool:
+    """Record the key; False if it already exists (possibly just committed by a twin)."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute(_CLAIM_IDEMPOTENCY_KEY, (user_id, key, request_hash, job_ids, is_bulk, now))
+        return cursor.fetchone() is not None
+
+
+def read_idempotency_key(alias: str, *, user_id: int, key: str) -> tuple[str, list[str], bool]:
+    with connections[alias].cursor() as cursor:
+        cursor.execute(_READ_IDEMPOTENCY_KEY, (user_id, key))
+        request_hash, job_ids, is_bulk = cursor.fetchone()
+        return request_hash, list(job_ids), is_bulk
+
+
+def jobs_by_ids(alias: str, job_ids: list[str]) -> list[Job]:
+    by_id = Job.objects.using(alias).in_bulk(job_ids)
+    return [by_id[job_id] for job_id in job_ids if job_id in by_id]

@@ -1,0 +1,290 @@
+"""Django settings for jobsvc: everything comes from ``JOBSVC_*`` environment variables.
+
+The README lists every variable. The control database holds users, auth and admin data;
+each shard database holds jobs. Shard ``i`` is the ``i``-th URL of ``JOBSVC_SHARD_DB_URLS``
+and is known to Django as the database alias ``shard_i``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from jobsvc.env import (
+    ConfigError,
+    database_from_url,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("JOBSVC_DEBUG", False)
+# Outside DEBUG the keys must come from the environment: a default would be a shared secret.
+_DEV_ONLY_KEY = "dev-only-insecure-key-do-not-use-in-production-0123456789abcdef"
+SECRET_KEY = env_str("JOBSVC_SECRET_KEY", _DEV_ONLY_KEY if DEBUG else None)
+JWT_SIGNING_KEY = env_str("JOBSVC_JWT_SIGNING_KEY", _DEV_ONLY_KEY + "-jwt" if DEBUG else None)
+if len(JWT_SIGNING_KEY) < 32:
+    raise ConfigError("JOBSVC_JWT_SIGNING_KEY must be at least 32 characters")
+if JWT_SIGNING_KEY == SECRET_KEY:
+    raise ConfigError("JOBSVC_JWT_SIGNING_KEY must differ from JOBSVC_SECRET_KEY")
+
+ALLOWED_HOSTS = env_list("JOBSVC_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "drf_spectacular",
+    "jobsvc.accounts",
+    "jobsvc.jobs",
+    "scheduler_worker",
+    "executor_worker",
+]
+
+MIDDLEWARE = [
+    "jobsvc.api.middleware.RequestSizeLimitMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "jobsvc.urls"
+WSGI_APPLICATION = "jobsvc.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Databases -------------------------------------------------------------------------
+
+CONTROL_DB_URL = env_str(
+    "JOBSVC_CONTROL_DB_URL", "postgresql://jobsvc@127.0.0.1:5432/jobsvc_control"
+)
+SHARD_DB_URLS = env_list(
+    "JOBSVC_SHARD_DB_URLS",
+    ",".join(f"postgresql://jobsvc@127.0.0.1:5432/jobsvc_shard_{i}" for i in range(4)),
+)
+if not SHARD_DB_URLS:
+    raise ConfigError("JOBSVC_SHARD_DB_URLS must name at least one shard database")
+if len(SHARD_DB_URLS) > 65536:
+    raise ConfigError("JOBSVC_SHARD_DB_URLS: at most 65536 shards fit in a job id")
+
+# Seconds a pooled connection is kept; health checks drop one the server closed.
+DB_CONN_MAX_AGE = env_int("JOBSVC_DB_CONN_MAX_AGE", 300, minimum=0)
+DB_CONNECT_TIMEOUT = env_int("JOBSVC_DB_CONNECT_TIMEOUT", 5, minimum=1)  # seconds
+
+
+def _database(url: str, *, name: str) -> dict[str, object]:
+    database = database_from_url(url, name=name)
+    database["CONN_MAX_AGE"] = DB_CONN_MAX_AGE
+    database["CONN_HEALTH_CHECKS"] = True
+    database["OPTIONS"] = {"connect_timeout": DB_CONNECT_TIMEOUT}
+    return database
+
+
+DATABASES = {"default": _database(CONTROL_DB_URL, name="JOBSVC_CONTROL_DB_URL")}
+for _index, _url in enumerate(SHARD_DB_URLS):
+    DATABASES[f"shard_{_index}"] = _database(_url, name=f"JOBSVC_SHARD_DB_URLS[{_index}]")
+DATABASE_ROUTERS = ["jobsvc.sharding.routers.ShardRouter"]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Coordination and messaging -------------------------------------------------------
+
+ZK_HOSTS = env_str("JOBSVC_ZK_HOSTS", "127.0.0.1:2181")
+KAFKA_BOOTSTRAP = env_str("JOBSVC_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
+KAFKA_JOBS_TOPIC = env_str("JOBSVC_KAFKA_JOBS_TOPIC", "jobs")
+KAFKA_DEAD_LETTER_TOPIC = env_str("JOBSVC_KAFKA_DEAD_LETTER_TOPIC", "jobs.dead-letter")
+KAFKA_JOBS_PARTITIONS = env_int("JOBSVC_KAFKA_JOBS_PARTITIONS", 12, minimum=1)
+KAFKA_REPLICATION_FACTOR = env_int("JOBSVC_KAFKA_REPLICATION_FACTOR", 1, minimum=1)
+
+# --- Jobs ----------------------------------------------------------------------------
+
+JOB_DEFAULT_MAX_ATTEMPTS = env_int("JOBSVC_JOB_DEFAULT_MAX_ATTEMPTS", 3, minimum=1)
+JOB_MAX_ATTEMPTS_LIMIT = env_int("JOBSVC_JOB_MAX_ATTEMPTS_LIMIT", 25, minimum=1)
+JOB_DEFAULT_TIMEOUT_SECONDS = env_float("JOBSVC_JOB_DEFAULT_TIMEOUT_SECONDS", 30.0, minimum=0.001)
+JOB_TIMEOUT_LIMIT_SECONDS = env_float("JOBSVC_JOB_TIMEOUT_LIMIT_SECONDS", 900.0, minimum=0.001)
+# Handlers a job may name: name -> dotted path of the handler class. Projects add their own
+# in JOBSVC_EXTRA_HANDLERS as "name=dotted.path,..." (built with no constructor options).
+JOB_HANDLERS = {
+    "default": "jobsvc.handlers.record.RecordHandler",
+    "http": "jobsvc.handlers.http.HttpHandler",
+    "kafka": "jobsvc.handlers.kafka.KafkaHandler",
+}
+for _entry in env_list("JOBSVC_EXTRA_HANDLERS"):
+    _name, _, _path = _entry.partition("=")
+    if not _name.strip() or not _path.strip():
+        raise ConfigError(f"JOBSVC_EXTRA_HANDLERS: expected name=dotted.path, got {_entry!r}")
+    JOB_HANDLERS[_name.strip()] = _path.strip()
+# The http handler signs each request body with this key (X-Jobsvc-Signature).
+HTTP_HANDLER_SECRET = env_str(
+    "JOBSVC_HTTP_HANDLER_SECRET", _DEV_ONLY_KEY + "-http" if DEBUG else None
+)
+if HTTP_HANDLER_SECRET in (SECRET_KEY, JWT_SIGNING_KEY):
+    raise ConfigError("JOBSVC_HTTP_HANDLER_SECRET must differ from the other keys")
+# Hosts the http handler may call ("api.example.com" or "*.example.com"); empty: none.
+HTTP_HANDLER_ALLOWED_HOSTS = env_list("JOBSVC_HTTP_HANDLER_ALLOWED_HOSTS")
+# Loopback, private and link-local addresses stay unreachable unless this is on (dev, tests).
+HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES = env_bool(
+    "JOBSVC_HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES", False
+)
+HTTP_HANDLER_MAX_TIMEOUT = env_float("JOBSVC_HTTP_HANDLER_MAX_TIMEOUT_SECONDS", 30.0, minimum=0.1)
+KAFKA_HANDLER_ALLOWED_TOPICS = env_list("JOBSVC_KAFKA_HANDLER_ALLOWED_TOPICS")
+KAFKA_HANDLER_MAX_TIMEOUT = env_float("JOBSVC_KAFKA_HANDLER_MAX_TIMEOUT_SECONDS", 10.0, minimum=0.1)
+
+
+# --- Scheduler workers ---------------------------------------------------------------
+
+# ZooKeeper session timeout: how long a dead worker keeps its shards (ZK's floor is 2 ticks).
+ZK_SESSION_TIMEOUT = env_float("JOBSVC_ZK_SESSION_TIMEOUT_SECONDS", 5.0, minimum=1.0)
+ZK_ROOT = env_str("JOBSVC_ZK_ROOT", "/jobsvc")
+# How often a shard with nothing to dispatch is polled for due jobs.
+SCHEDULER_POLL_INTERVAL = env_float("JOBSVC_SCHEDULER_POLL_INTERVAL_SECONDS", 0.05, minimum=0.001)
+SCHEDULER_BATCH_SIZE = env_int("JOBSVC_SCHEDULER_BATCH_SIZE", 2000, minimum=1)  # jobs per round
+# Jobs of one shard published but not finished; the backlog beyond waits in PostgreSQL,
+# where fair share can still reorder it. 0 means no cap.
+SCHEDULER_MAX_IN_FLIGHT_PER_SHARD = env_int(
+    "JOBSVC_SCHEDULER_MAX_IN_FLIGHT_PER_SHARD", 5000, minimum=0
+)
+# A queued job no executor claimed within this many seconds is dispatched again.
+SCHEDULER_QUEUED_TIMEOUT = env_float("JOBSVC_SCHEDULER_QUEUED_TIMEOUT_SECONDS", 60.0, minimum=1.0)
+SCHEDULER_SWEEP_INTERVAL = env_float("JOBSVC_SCHEDULER_SWEEP_INTERVAL_SECONDS", 5.0, minimum=0.1)
+SCHEDULER_WEIGHT_REFRESH = env_float("JOBSVC_SCHEDULER_WEIGHT_REFRESH_SECONDS", 2.0, minimum=0.1)
+SCHEDULER_PUBLISH_TIMEOUT = env_float("JOBSVC_SCHEDULER_PUBLISH_TIMEOUT_SECONDS", 10.0, minimum=1.0)
+SCHEDULER_METRICS_PORT = env_int("JOBSVC_SCHEDULER_METRICS_PORT", 0, minimum=0)  # 0: off
+
+# --- Executor workers ----------------------------------------------------------------
+
+EXECUTOR_GROUP_ID = env_str("JOBSVC_EXECUTOR_GROUP_ID", "jobsvc-executors")
+EXECUTOR_CONCURRENCY = env_int("JOBSVC_EXECUTOR_CONCURRENCY", 16, minimum=1)  # handler threads
+EXECUTOR_BATCH_SIZE = env_int("JOBSVC_EXECUTOR_BATCH_SIZE", 500, minimum=1)  # messages per poll
+# Attempts one executor runs at once; consumption pauses beyond it (bounded memory).
+EXECUTOR_MAX_IN_FLIGHT = env_int("JOBSVC_EXECUTOR_MAX_IN_FLIGHT", 2000, minimum=1)
+# Added to a job's timeout to give its running lease: past it the sweeper retries the job.
+EXECUTOR_LEASE_GRACE = env_float("JOBSVC_EXECUTOR_LEASE_GRACE_SECONDS", 30.0, minimum=1.0)
+EXECUTOR_DRAIN_TIMEOUT = env_float("JOBSVC_EXECUTOR_DRAIN_TIMEOUT_SECONDS", 30.0, minimum=0.0)
+EXECUTOR_METRICS_PORT = env_int("JOBSVC_EXECUTOR_METRICS_PORT", 0, minimum=0)  # 0: off
+RETRY_BASE_DELAY = env_float("JOBSVC_RETRY_BASE_DELAY_SECONDS", 1.0, minimum=0.0)
+RETRY_MAX_DELAY = env_float("JOBSVC_RETRY_MAX_DELAY_SECONDS", 300.0, minimum=0.0)
+
+# --- Auth ------------------------------------------------------------------------------
+
+AUTH_USER_MODEL = "accounts.User"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+# Self-service sign-up (POST /api/v1/users without a staff token).
+SIGNUP_ENABLED = env_bool("JOBSVC_SIGNUP_ENABLED", True)
+# Highest job_weight a user may give themselves; above it a staff caller is needed.
+SELF_SERVICE_MAX_JOB_WEIGHT = env_float("JOBSVC_SELF_SERVICE_MAX_JOB_WEIGHT", 1.0, minimum=0.001)
+MAX_JOB_WEIGHT = env_float("JOBSVC_MAX_JOB_WEIGHT", 1000.0, minimum=0.001)
+
+TOKEN_LIFETIME = timedelta(seconds=env_int("JOBSVC_TOKEN_LIFETIME_SECONDS", 3600, minimum=30))
+TOKEN_REFRESH_LIFETIME = timedelta(
+    seconds=env_int("JOBSVC_TOKEN_REFRESH_LIFETIME_SECONDS", 86400, minimum=60)
+)
+# How long an API process trusts its cached copy of a user (active flag, staff flag).
+AUTH_USER_CACHE_SECONDS = env_float("JOBSVC_AUTH_USER_CACHE_SECONDS", 10.0, minimum=0.0)
+
+SIMPLE_JWT = {
+    "AUTH_TOKEN_CLASSES": ("rest_framework_simplejwt.tokens.SlidingToken",),
+    "SLIDING_TOKEN_LIFETIME": TOKEN_LIFETIME,
+    "SLIDING_TOKEN_REFRESH_LIFETIME": TOKEN_REFRESH_LIFETIME,
+    # The algorithm is pinned: a token naming any other (or "none") is rejected.
+    "ALGORITHM": "HS256",
+    "SIGNING_KEY": JWT_SIGNING_KEY,
+    "ISSUER": "jobsvc",
+    "AUDIENCE": "jobsvc-api",
+    "LEEWAY": 0,
+    "AUTH_HEADER_TYPES": ("Bearer",),
+    "USER_ID_FIELD": "id",
+    "USER_ID_CLAIM": "user_id",
+    "UPDATE_LAST_LOGIN": False,
+}
+
+# --- API -------------------------------------------------------------------------------
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "jobsvc.accounts.authentication.CachedUserJWTAuthentication"
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["jobsvc.api.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "jobsvc.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_THROTTLE_RATES": {
+        "login": env_str("JOBSVC_LOGIN_THROTTLE_RATE", "30/min"),
+        "signup": env_str("JOBSVC_SIGNUP_THROTTLE_RATE", "30/min"),
+    },
+    "NUM_PROXIES": env_int("JOBSVC_NUM_PROXIES", 0, minimum=0),
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "jobsvc API",
+    "DESCRIPTION": "Schedule one-time jobs; they run at their due time, fairly across users.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# Limits on what a request may ask for.
+MAX_MESSAGE_BYTES = env_int("JOBSVC_MAX_MESSAGE_BYTES", 64 * 1024, minimum=1)
+MAX_SCHEDULE_HORIZON = timedelta(days=env_int("JOBSVC_MAX_SCHEDULE_HORIZON_DAYS", 365, minimum=1))
+MAX_BULK_JOBS = env_int("JOBSVC_MAX_BULK_JOBS", 1000, minimum=1)
+MAX_REQUEST_BYTES = env_int("JOBSVC_MAX_REQUEST_BYTES", 16 * 1024 * 1024, minimum=1024)
+MAX_IDEMPOTENCY_KEY_LENGTH = 255
+JOBS_PAGE_SIZE = env_int("JOBSVC_JOBS_PAGE_SIZE", 50, minimum=1)
+JOBS_MAX_PAGE_SIZE = env_int("JOBSVC_JOBS_MAX_PAGE_SIZE", 500, minimum=1)
+
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# --- Misc ------------------------------------------------------------------------------
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+STATIC_URL = "static/"
+# Admin assets are served by WhiteNoise straight from the installed apps (no collectstatic).
+WHITENOISE_USE_FINDERS = True
+
+LOG_LEVEL = env_str("JOBSVC_LOG_LEVEL", "INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"kazoo": {"level": "WARNING"}},
+}

@@ -1,0 +1,1 @@
+"""Which database holds what: job ids, shard aliases and the database router."""

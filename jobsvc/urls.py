@@ -1,0 +1,15 @@
+from django.contrib import admin
+from django.urls import include, path
+
+from jobsvc.api.health import healthz, readyz
+
+urlpatterns = [
+    path("api/v1/", include("jobsvc.api.urls")),
+    path("admin/", admin.site.urls),
+    path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
+]
+
+handler400 = "jobsvc.api.errors.json_400"
+handler404 = "jobsvc.api.errors.json_404"
+handler500 = "jobsvc.api.errors.json_500"
