@@ -1,0 +1,88 @@
+# jobsvc: local development entry points. GNU make, bash.
+#
+#   make bootstrap    system packages (apt), .venv, Python requirements; idempotent
+#   make run          the local stack with the API and workers (data kept in .state/)
+#   make test         lint, then pytest against a throwaway stack of real servers
+#   make lint         ruff check + ruff format --check
+#   make bench        the benchmark suite on a throwaway stack (ARGS='--quick' for a short run)
+#   make clean        caches; keeps .venv and the local data
+#   make clean-state  delete .state/: ALL local data, logs and secrets (no confirmation)
+#
+# Extra arguments: make run ARGS='--shards 8 --api-port 8001'   make test ARGS='-k jobs -x'
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-builtin-rules
+
+VENV := .venv
+PYTHON := $(VENV)/bin/python
+# pip runs again only when a requirements file changes after this stamp.
+REQUIREMENTS_STAMP := $(VENV)/.requirements-installed
+REQUIREMENTS := $(wildcard requirements/*.txt)
+# Debian packages the stack needs: PostgreSQL server binaries, ZooKeeper (and the Java
+# runtime it runs on), and the venv module Debian ships separately from python3.
+APT_PACKAGES := postgresql zookeeper default-jre-headless python3-venv
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+ARGS ?=
+
+.PHONY: help bootstrap system-packages run test lint bench clean clean-state
+
+help:
+	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
+
+bootstrap: system-packages $(REQUIREMENTS_STAMP)
+
+system-packages:
+	@missing=(); \
+	for package in $(APT_PACKAGES); do \
+	  status=$$(dpkg -s "$$package" 2>/dev/null || true); \
+	  [[ $$status == *"Status: install ok installed"* ]] || missing+=("$$package"); \
+	done; \
+	if (( $${#missing[@]} )); then \
+	  echo "Installing Debian packages: $${missing[*]}"; \
+	  $(SUDO) apt-get update; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y --no-install-recommends "$${missing[@]}"; \
+	fi
+
+$(PYTHON): | system-packages
+	python3 -m venv $(VENV)
+
+$(REQUIREMENTS_STAMP): $(REQUIREMENTS) | $(PYTHON)
+	$(PYTHON) -m pip install --disable-pip-version-check -r requirements/dev.txt
+	touch $@
+
+run: bootstrap
+	$(PYTHON) -m deploy.localstack run $(ARGS)
+
+test: bootstrap
+	$(MAKE) --no-print-directory lint
+	$(PYTHON) -m deploy.localstack test $(ARGS)
+
+lint: bootstrap
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+# Debian packages only the benchmarks need: wrk generates the API load.
+BENCH_APT_PACKAGES := wrk
+
+bench: bootstrap
+	@for package in $(BENCH_APT_PACKAGES); do \
+	  dpkg -s "$$package" >/dev/null 2>&1 || { $(SUDO) apt-get update && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$$package"; }; \
+	done
+	$(PYTHON) -m deploy.localstack bench $(ARGS)
+
+clean:
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -print0 | xargs -0 rm -rf
+	rm -rf .pytest_cache .ruff_cache .hypothesis
+
+# Stops anything an earlier `make run` left behind, then deletes .state/ (refuses while a
+# `make run` is using it).
+clean-state:
+	@if [[ -x $(PYTHON) ]]; then \
+	  $(PYTHON) -m deploy.localstack clean-state; \
+	else \
+	  rm -rf .state; \
+	fi

@@ -1,0 +1,1 @@
+"""Deployment tooling: the local stack launcher (`deploy.localstack`) and the gunicorn config."""

@@ -1,0 +1,34 @@
+"""The local stack launcher: real PostgreSQL, ZooKeeper and a Kafka-protocol broker.
+
+`python -m deploy.localstack run` is `make run`; `python -m deploy.localstack test` is
+`make test` (see `cli`). Tests that need servers of their own use the Python API:
+
+    from deploy.localstack import KafkaBroker, free_port, new_stack_dir, start_test_stack
+
+    broker = KafkaBroker(root=new_stack_dir(), port=free_port())
+    broker.start()      # returns once the broker answers the Kafka protocol
+    ...
+    broker.stop()
+"""
+
+from __future__ import annotations
+
+from .errors import LocalStackError, ServerStartError
+from .kafka import KafkaBroker
+from .ports import free_port
+from .postgres import PostgresServer
+from .stack import Stack, build_test_stack, new_stack_dir, start_test_stack
+from .zookeeper import ZooKeeperServer
+
+__all__ = [
+    "KafkaBroker",
+    "LocalStackError",
+    "PostgresServer",
+    "ServerStartError",
+    "Stack",
+    "ZooKeeperServer",
+    "build_test_stack",
+    "free_port",
+    "new_stack_dir",
+    "start_test_stack",
+]
