@@ -1,0 +1,203 @@
+"""Probes, the OpenAPI schema, and the admin pages for jobs (one shard at a time) and users."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from jobsvc.sharding.shards import shard_count
+from tests.api.support import insert_job, stored_job
+
+pytestmark = pytest.mark.django_db(databases="__all__")
+
+SCHEMA_URL = "/api/v1/schema/"
+API_PATHS = {
+    "/api/v1/users",
+    "/api/v1/auth/login",
+    "/api/v1/auth/refresh",
+    "/api/v1/me/jobs",
+    "/api/v1/me/jobs/{job_id}",
+    "/api/v1/me/jobs/{job_id}/cancel",
+}
+
+
+def test_healthz_answers_ok():
+    response = Client().get("/healthz")
+
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+def test_readyz_answers_ok_when_every_database_answers():
+    response = Client().get("/readyz")
+
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "databases": 1 + shard_count()}
+
+
+# --- OpenAPI schema -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def schema() -> dict:
+    response = APIClient().get(SCHEMA_URL, {"format": "json"})
+    assert response.status_code == 200
+    return response.json()
+
+
+def test_the_schema_names_every_api_path(schema):
+    assert set(schema["paths"]) >= API_PATHS
+
+
+def test_the_schema_is_served_for_the_openapi_json_media_type():
+    response = APIClient().get(SCHEMA_URL, HTTP_ACCEPT="application/vnd.oai.openapi+json")
+
+    assert response.status_code == 200
+    assert set(response.json()["paths"]) >= API_PATHS
+
+
+def test_the_schema_documents_the_job_operations(schema):
+    jobs, cancel = (
+        schema["paths"]["/api/v1/me/jobs"],
+        schema["paths"]["/api/v1/me/jobs/{job_id}/cancel"],
+    )
+
+    assert {"get", "post"} <= set(jobs)
+    assert "201" in jobs["post"]["responses"]
+    assert "post" in cancel
+
+
+def test_the_schema_says_job_endpoints_take_a_bearer_token(schema):
+    schemes = schema["components"]["securitySchemes"]
+    (name,) = [name for name, scheme in schemes.items() if scheme.get("scheme") == "bearer"]
+
+    for method in ("get", "post"):
+        assert {name: []} in schema["paths"]["/api/v1/me/jobs"][method]["security"]
+
+
+# --- admin ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def admin(make_user) -> Client:
+    superuser = make_user(is_staff=True)
+    superuser.is_superuser = True
+    superuser.save()
+    client = Client()
+    client.force_login(superuser)
+    return client
+
+
+@pytest.fixture
+def job_per_shard(user) -> dict[int, str]:
+    """A job on shard 0 and on the last shard, with ids newer than any made in real time.
+
+    The shard databases may hold other jobs; the admin lists newest first, so these lead.
+    """
+    future = timezone.now() + timedelta(days=30)
+    return {
+        shard_id: insert_job(user_id=user.pk, shard_id=shard_id, created_at=future).id
+        for shard_id in {0, shard_count() - 1}
+    }
+
+
+@pytest.mark.parametrize("shard", ["0", "1"])
+def test_the_admin_lists_jobs_of_the_chosen_shard(admin, shard):
+    assert admin.get("/admin/jobs/job/", {"shard": shard}).status_code == 200
+
+
+def test_the_admin_list_shows_only_the_chosen_shards_jobs(admin, job_per_shard):
+    last = shard_count() - 1
+
+    page = admin.get("/admin/jobs/job/", {"shard": str(last)}).content.decode()
+
+    assert job_per_shard[last] in page
+    if last != 0:
+        assert job_per_shard[0] not in page
+
+
+def test_an_admin_search_by_job_id_finds_it_on_its_own_shard(admin, job_per_shard):
+    job_id = job_per_shard[shard_count() - 1]
+
+    response = admin.get("/admin/jobs/job/", {"shard": "0", "q": job_id})
+
+    assert response.status_code == 200
+    assert [job.id for job in response.context["cl"].result_list] == [job_id]
+
+
+def test_an_admin_search_by_job_id_keeps_the_status_filter(admin, job_per_shard):
+    job_id = job_per_shard[shard_count() - 1]  # scheduled
+
+    response = admin.get("/admin/jobs/job/", {"status__exact": "running", "q": job_id})
+
+    assert response.status_code == 200
+    assert list(response.context["cl"].result_list) == []
+
+
+@pytest.mark.parametrize("term", ["not-an-id", "z" * 27])
+def test_an_admin_search_for_a_malformed_id_finds_nothing(admin, term):
+    response = admin.get("/admin/jobs/job/", {"q": term})
+
+    assert response.status_code == 200
+    assert list(response.context["cl"].result_list) == []
+
+
+def test_the_admin_opens_a_jobs_page(admin, job_per_shard):
+    job_id = job_per_shard[shard_count() - 1]
+
+    response = admin.get(f"/admin/jobs/job/{job_id}/change/")
+
+    assert response.status_code == 200
+    assert stored_job(job_id).message in response.content.decode()
+
+
+def test_the_admin_user_list_shows_the_job_weight(admin, make_user):
+    make_user(job_weight=3.25)
+
+    response = admin.get("/admin/accounts/user/")
+
+    assert response.status_code == 200
+    assert "column-job_weight" in response.content.decode()
+
+
+def cancel_in_admin(admin: Client, *, shard_id: int, job_ids: list[str]):
+    return admin.post(
+        f"/admin/jobs/job/?shard={shard_id}",
+        {"action": "cancel_jobs", "_selected_action": job_ids, "index": "0"},
+        follow=True,
+    )
+
+
+def test_the_admin_cancel_action_cancels_a_scheduled_job(admin, job_per_shard):
+    shard_id = shard_count() - 1
+
+    response = cancel_in_admin(admin, shard_id=shard_id, job_ids=[job_per_shard[shard_id]])
+
+    assert response.status_code == 200
+    assert stored_job(job_per_shard[shard_id]).status == "cancelled"
+    assert "Cancelled 1 job(s)" in response.content.decode()
+
+
+def test_the_admin_cancel_action_leaves_a_running_job_running(admin, user):
+    running = insert_job(
+        user_id=user.pk,
+        shard_id=0,
+        created_at=timezone.now() + timedelta(days=30),
+        status="running",
+    )
+
+    response = cancel_in_admin(admin, shard_id=0, job_ids=[running.id])
+
+    assert stored_job(running.id).status == "running"
+    assert "Started jobs cannot be cancelled" in response.content.decode()
+
+
+def test_the_admin_needs_a_staff_login():
+    response = Client().get("/admin/jobs/job/")
+
+    assert response.status_code == 302
+    assert "/admin/login/" in response["Location"]

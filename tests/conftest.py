@@ -1,0 +1,67 @@
+"""Shared fixtures.
+
+Tests run against real PostgreSQL servers (and ZooKeeper and a Kafka-protocol broker)
+that ``python -m deploy.localstack test`` (``make test``) starts on free ports and passes
+in through the ``JOBSVC_*`` environment. The databases are throwaway, so migrations are
+applied to them directly instead of to ``test_*`` copies.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from django.core.cache import cache
+from django.core.management import call_command
+from rest_framework.test import APIClient
+
+from jobsvc.accounts.authentication import user_cache
+from jobsvc.accounts.models import User
+from jobsvc.accounts.tokens import token_issue
+
+DEFAULT_PASSWORD = "a long enough passphrase 42"
+_usernames = (f"user{n}" for n in itertools.count())
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_blocker):
+    with django_db_blocker.unblock():
+        call_command("migrate_all", verbosity=0)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process_caches():
+    """Throttle counters and cached users must not leak from one test into the next."""
+    cache.clear()
+    user_cache.clear()
+    yield
+    cache.clear()
+    user_cache.clear()
+
+
+@pytest.fixture
+def make_user(db):
+    def make(*, job_weight: float = 1.0, is_staff: bool = False, username: str | None = None):
+        user = User(username=username or next(_usernames), job_weight=job_weight, is_staff=is_staff)
+        user.set_password(DEFAULT_PASSWORD)
+        user.save()
+        return user
+
+    return make
+
+
+@pytest.fixture
+def api_client() -> APIClient:
+    return APIClient()
+
+
+@pytest.fixture
+def client_for():
+    """An API client that sends a valid Bearer token of the given user."""
+
+    def make(user: User) -> APIClient:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {token_issue(user=user).token}")
+        return client
+
+    return make
