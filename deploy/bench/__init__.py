@@ -1,0 +1,1 @@
+"""Benchmarks that drive a running stack through its public API."""
