@@ -1,0 +1,53 @@
+"""Connecting to ZooKeeper: one KazooClient per worker process, with a reconnect policy.
+
+kazoo reconnects on its own and keeps the session while it can: the connection retry below
+never gives up, so a ZooKeeper outage shows up as SUSPENDED (and LOST once the session has
+expired), never as a client that silently stopped trying.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
+
+from .errors import CoordinationUnavailable
+
+logger = logging.getLogger(__name__)
+
+RECONNECT_DELAY = 0.1  # seconds before the first reconnect attempt, doubled per failure
+RECONNECT_MAX_DELAY = 1.0  # seconds; short, so a session outlives a brief outage
+COMMAND_TRIES = 3  # attempts of a command run through `client.retry(...)`
+COMMAND_MAX_DELAY = 1.0  # seconds between those attempts at most
+
+
+def connect(hosts: str, *, session_timeout: float, connect_timeout: float) -> KazooClient:
+    """Start a client and wait until it is connected.
+
+    `session_timeout` (seconds) is a request: the server clamps it to between 2 and 20
+    ticks. Raises `CoordinationUnavailable` if no server answers within `connect_timeout`
+    seconds; the half-started client is stopped first.
+    """
+    if not hosts:
+        raise ValueError("hosts must name at least one ZooKeeper server")
+    if session_timeout <= 0 or connect_timeout <= 0:
+        raise ValueError("session_timeout and connect_timeout must be positive")
+    client = KazooClient(
+        hosts=hosts,
+        timeout=session_timeout,
+        connection_retry=KazooRetry(
+            max_tries=-1, delay=RECONNECT_DELAY, max_delay=RECONNECT_MAX_DELAY
+        ),
+        command_retry=KazooRetry(max_tries=COMMAND_TRIES, max_delay=COMMAND_MAX_DELAY),
+    )
+    try:
+        # On a time-out kazoo stops and closes the client itself before raising.
+        client.start(timeout=connect_timeout)
+    except KazooTimeoutError as exc:
+        raise CoordinationUnavailable(
+            f"no ZooKeeper server at {hosts} answered within {connect_timeout} s"
+        ) from exc
+    logger.info("connected to ZooKeeper", extra={"hosts": hosts})
+    return client
