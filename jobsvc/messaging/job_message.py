@@ -1,0 +1,92 @@
+"""The message a scheduler publishes to the jobs topic for each dispatch, version 1.
+
+    {"v": 1, "job_id": "...", "shard_id": 2, "user_id": 7, "attempt": 1, "epoch": 12,
+     "due_at": "2030-01-01T00:00:00Z", "dispatched_at": "2030-01-01T00:00:00.012Z"}
+
+``attempt`` is the attempt this dispatch starts (1 for the first run). An executor runs
+the job only if it can claim that attempt in the shard database, so a duplicate message,
+or one from an earlier attempt, changes nothing. The job's payload is not in the message:
+the claim reads it from the database, which is the one source of truth.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from jobsvc.sharding.ids import is_job_id
+
+SCHEMA_VERSION = 1
+# The highest attempt number jobs.attempts (a PostgreSQL integer) can hold. A larger one,
+# or a job id that is not a job id (a NUL byte), would make the claim statement fail for
+# every message in its batch, again on every retry: such a message is malformed.
+MAX_ATTEMPT = 2**31 - 1
+
+
+class MalformedJobMessage(ValueError):
+    """The bytes are not a job message this code understands."""
+
+
+@dataclass(frozen=True)
+class JobMessage:
+    job_id: str
+    shard_id: int
+    user_id: int
+    attempt: int
+    epoch: int
+    due_at: datetime
+    dispatched_at: datetime
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {
+                "v": SCHEMA_VERSION,
+                "job_id": self.job_id,
+                "shard_id": self.shard_id,
+                "user_id": self.user_id,
+                "attempt": self.attempt,
+                "epoch": self.epoch,
+                "due_at": _iso(self.due_at),
+                "dispatched_at": _iso(self.dispatched_at),
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes | None) -> JobMessage:
+        try:
+            data = json.loads(raw or b"")
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise MalformedJobMessage(f"not JSON: {exc}") from None
+        if not isinstance(data, dict) or data.get("v") != SCHEMA_VERSION:
+            raise MalformedJobMessage(f"not a version-{SCHEMA_VERSION} job message")
+        job_id = _typed(data, "job_id", str)
+        if not is_job_id(job_id):
+            raise MalformedJobMessage("job_id is not a job id")
+        attempt = _typed(data, "attempt", int)
+        if not 1 <= attempt <= MAX_ATTEMPT:
+            raise MalformedJobMessage(f"attempt must be between 1 and {MAX_ATTEMPT}")
+        try:
+            return cls(
+                job_id=job_id,
+                shard_id=_typed(data, "shard_id", int),
+                user_id=_typed(data, "user_id", int),
+                attempt=attempt,
+                epoch=_typed(data, "epoch", int),
+                due_at=datetime.fromisoformat(_typed(data, "due_at", str)),
+                dispatched_at=datetime.fromisoformat(_typed(data, "dispatched_at", str)),
+            )
+        except ValueError as exc:
+            raise MalformedJobMessage(str(exc)) from None
+
+
+def _typed(data: dict, key: str, kind: type):
+    value = data.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise MalformedJobMessage(f"{key} must be a {kind.__name__}")
+    return value
+
+
+def _iso(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")

@@ -1,0 +1,1 @@
+"""Scheduler workers: own shards through ZooKeeper, dispatch due jobs to Kafka fairly."""

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class SchedulerWorkerConfig(AppConfig):
+    name = "scheduler_worker"
+    verbose_name = "Scheduler worker"

@@ -1,0 +1,281 @@
+"""Dispatching one shard: due jobs leave PostgreSQL for Kafka in weighted fair-share order.
+
+One round (``dispatch_round``):
+
+1. capacity = batch size, less what the in-flight cap leaves (published, unfinished jobs);
+2. users with due jobs (a loose index scan: cost grows with users, not with jobs);
+3. each user's quota from the fair-share allocator and the users' weights;
+4. claim: mark up to that many of each user's oldest due jobs queued, fenced by our epoch;
+   capacity a user could not use goes to the others in a second pass;
+5. publish the claimed jobs, users interleaved by weight; whatever the broker did not
+   acknowledge is made due again at once.
+
+A job is therefore always either due in the database, or queued with a lease while its
+message is published. If the worker dies between claim and publish, the sweeper makes the
+job due again when the lease expires; a duplicate message that may result is dropped by
+the executor's claim.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.db import Error as DatabaseError
+from django.utils import timezone
+
+from jobsvc.messaging.dead_letter import DeadLetter
+from jobsvc.messaging.job_message import JobMessage
+from jobsvc.messaging.producer import BatchProducer
+from scheduler_worker.errors import ShardFenced
+from scheduler_worker.fair_share import FairShareAllocator, interleave
+from scheduler_worker.queries import LOST_ATTEMPT_ERROR
+from scheduler_worker.shard_store import AbandonedJob, ClaimedJob, ShardStore
+from scheduler_worker.weights import WeightBook
+
+logger = logging.getLogger(__name__)
+
+_MAX_CLAIM_PASSES = 3
+_ERROR_BACKOFF_SECONDS = 1.0  # after a database or broker error, before the next round
+
+
+@dataclass(frozen=True)
+class DispatchConfig:
+    topic: str
+    dead_letter_topic: str
+    batch_size: int  # jobs per round
+    max_in_flight: int  # per shard; 0 = no cap
+    poll_interval: float  # seconds between rounds when nothing was left to dispatch
+    queued_timeout: float  # seconds a published job may stay unclaimed
+    sweep_interval: float  # seconds between sweeps for lost messages and executors
+    publish_timeout: float  # seconds to wait for the broker's acknowledgements
+
+
+class ShardDispatcher:
+    """Runs dispatch rounds for one shard on its own thread while the worker owns it.
+
+    States: starting (acquiring the lease epoch) -> running <-> paused -> stopped.
+    ``pause()`` (ZooKeeper connection SUSPENDED) stops new claims at once; ``stop()``
+    lets the current round finish. A fenced write (another worker took the shard) stops
+    the dispatcher and reports it through ``on_fenced``.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: ShardStore,
+        owner: str,
+        producer: BatchProducer,
+        config: DispatchConfig,
+        weight_refresh_seconds: float,
+        on_fenced: Callable[[int], None],
+        clock: Callable[[], float],
+    ) -> None:
+        self.store = store
+        self.owner = owner
+        self.producer = producer
+        self.config = config
+        self.on_fenced = on_fenced
+        self.clock = clock
+        self.epoch: int | None = None
+        self.allocator = FairShareAllocator()
+        self.weights = WeightBook(refresh_seconds=weight_refresh_seconds, clock=clock)
+        self._stopped = threading.Event()
+        self._running = threading.Event()  # cleared while paused
+        self._running.set()
+        self._thread = threading.Thread(
+            target=self._run, name=f"dispatch-shard-{store.shard_id}", daemon=True
+        )
+        self._next_sweep = 0.0
+
+    # --- control, from any thread -----------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def pause(self) -> None:
+        self._running.clear()
+
+    def resume(self) -> None:
+        self._running.set()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._running.set()  # wake a paused thread so it can exit
+
+    def join(self, timeout: float) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    # --- the dispatch thread ----------------------------------------------------------
+
+    def _run(self) -> None:
+        shard = self.store.shard_id
+        try:
+            self.epoch = self._acquire_lease()
+            if self.epoch is None:
+                return
+            logger.info(
+                "shard %s: dispatching under epoch %s",
+                shard,
+                self.epoch,
+                extra={"shard": shard, "epoch": self.epoch, "action": "acquire"},
+            )
+            while not self._stopped.is_set():
+                self._running.wait()
+                if self._stopped.is_set():
+                    break
+                published = self._guarded_round()
+                if published < self.config.batch_size:
+                    self._stopped.wait(self.config.poll_interval)
+        except ShardFenced as exc:
+            logger.warning(
+                "shard %s fenced: %s", shard, exc, extra={"shard": shard, "action": "fenced"}
+            )
+            self.on_fenced(shard)
+        finally:
+            self.store.close()
+
+    def _acquire_lease(self) -> int | None:
+        while not self._stopped.is_set():
+            try:
+                return self.store.acquire_lease(owner=self.owner)
+            except DatabaseError as exc:
+                logger.warning("shard %s: cannot take the lease yet: %s", self.store.shard_id, exc)
+                self.store.close()
+                self._stopped.wait(_ERROR_BACKOFF_SECONDS)
+        return None
+
+    def _guarded_round(self) -> int:
+        """One round; database and broker trouble is logged and retried, fencing is not."""
+        try:
+            if self.clock() >= self._next_sweep:
+                self._sweep()
+            return self.dispatch_round()
+        except DatabaseError as exc:
+            logger.warning("shard %s: database error, retrying: %s", self.store.shard_id, exc)
+            self.store.close()
+            self._stopped.wait(_ERROR_BACKOFF_SECONDS)
+            return 0
+
+    def _sweep(self) -> None:
+        result = self.store.sweep(epoch=self.epoch)
+        failed = self.store.fail_abandoned(epoch=self.epoch, dead_letter=self._dead_letter)
+        self._next_sweep = self.clock() + self.config.sweep_interval
+        if failed:
+            logger.error(
+                "shard %s: %d jobs failed: their executors died on the last attempt",
+                self.store.shard_id,
+                failed,
+                extra={"shard": self.store.shard_id, "action": "fail"},
+            )
+        if result.unclaimed or result.abandoned:
+            logger.warning(
+                "shard %s: made %d unclaimed and %d abandoned jobs due again",
+                self.store.shard_id,
+                result.unclaimed,
+                result.abandoned,
+                extra={"shard": self.store.shard_id, "action": "sweep"},
+            )
+
+    def _dead_letter(self, jobs: list[AbandonedJob]) -> bool:
+        now = timezone.now()
+        letters = [
+            DeadLetter(
+                job_id=job.job_id,
+                shard_id=self.store.shard_id,
+                user_id=job.user_id,
+                handler=job.handler,
+                handler_params=job.handler_params,
+                message=job.message,
+                attempts=job.attempts,
+                max_attempts=job.max_attempts,
+                reason="exhausted",
+                attempt_errors=[
+                    *job.attempt_errors,
+                    {"attempt": job.attempts, "error": LOST_ATTEMPT_ERROR},
+                ],
+                execute_at=job.execute_at,
+                created_at=job.created_at,
+                failed_at=now,
+            )
+            for job in jobs
+        ]
+        unacknowledged = self.producer.publish(
+            self.config.dead_letter_topic,
+            [(letter.job_id.encode(), letter.encode()) for letter in letters],
+            timeout=self.config.publish_timeout,
+        )
+        return not unacknowledged
+
+    def dispatch_round(self) -> int:
+        """Claim and publish one fair batch; return how many jobs were published."""
+        capacity = self._capacity()
+        if capacity <= 0:
+            return 0
+        users = self.store.due_users()
+        if not users:
+            return 0
+        weights = self.weights.weights_for(users)
+        if not self._running.is_set():
+            return 0  # paused (ZooKeeper connection suspended): claim nothing new
+        claimed = self._claim_fairly(capacity, users, weights)
+        return self._publish(claimed, weights)
+
+    def _capacity(self) -> int:
+        capacity = self.config.batch_size
+        if self.config.max_in_flight:
+            capacity = min(capacity, self.config.max_in_flight - self.store.in_flight())
+        return capacity
+
+    def _claim_fairly(
+        self, capacity: int, users: list[int], weights: dict[int, float]
+    ) -> list[ClaimedJob]:
+        claimed: list[ClaimedJob] = []
+        candidates = users
+        for _ in range(_MAX_CLAIM_PASSES):
+            quotas = self.allocator.allocate(
+                capacity=capacity, demand=dict.fromkeys(candidates, capacity), weights=weights
+            )
+            batch = self.store.claim(
+                epoch=self.epoch, quotas=quotas, queued_timeout=self.config.queued_timeout
+            )
+            claimed.extend(batch)
+            capacity -= len(batch)
+            got = defaultdict(int)
+            for job in batch:
+                got[job.user_id] += 1
+            # Users who filled their quota may have more due; the rest are drained.
+            candidates = [user for user, quota in quotas.items() if quota and got[user] >= quota]
+            if capacity <= 0 or not candidates or not batch:
+                break
+        return claimed
+
+    def _publish(self, claimed: list[ClaimedJob], weights: dict[int, float]) -> int:
+        if not claimed:
+            return 0
+        by_user: dict[int, list[ClaimedJob]] = defaultdict(list)
+        for job in claimed:
+            by_user[job.user_id].append(job)
+        ordered = interleave(by_user, weights)
+        messages = [(job.job_id.encode(), self._message(job).encode()) for job in ordered]
+        failed = self.producer.publish(
+            self.config.topic, messages, timeout=self.config.publish_timeout
+        )
+        if failed:
+            self.store.release(epoch=self.epoch, job_ids=[ordered[i].job_id for i in failed])
+        return len(ordered) - len(failed)
+
+    def _message(self, job: ClaimedJob) -> JobMessage:
+        return JobMessage(
+            job_id=job.job_id,
+            shard_id=self.store.shard_id,
+            user_id=job.user_id,
+            attempt=job.attempts + 1,
+            epoch=self.epoch,
+            due_at=job.due_at,
+            dispatched_at=job.dispatched_at,
+        )

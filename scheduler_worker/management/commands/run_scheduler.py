@@ -1,0 +1,56 @@
+"""Run a scheduler worker: ``python manage.py run_scheduler [--worker-id ID]``."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from jobsvc.sharding.shards import shard_ids
+from scheduler_worker.dispatcher import DispatchConfig
+from scheduler_worker.worker import SchedulerWorker
+
+logger = logging.getLogger(__name__)
+
+
+class Command(BaseCommand):
+    help = "Run a scheduler worker until SIGTERM or SIGINT."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument(
+            "--worker-id",
+            default=os.environ.get("JOBSVC_WORKER_ID") or f"{socket.gethostname()}-{os.getpid()}",
+            help="unique name of this worker in ZooKeeper (default: host-pid)",
+        )
+        parser.add_argument("--batch-size", type=int, default=settings.SCHEDULER_BATCH_SIZE)
+        parser.add_argument(
+            "--max-in-flight", type=int, default=settings.SCHEDULER_MAX_IN_FLIGHT_PER_SHARD
+        )
+
+    def handle(self, *args, **options) -> None:
+        worker = SchedulerWorker(
+            worker_id=options["worker_id"],
+            shard_ids=list(shard_ids()),
+            zk_hosts=settings.ZK_HOSTS,
+            zk_root=settings.ZK_ROOT,
+            zk_session_timeout=settings.ZK_SESSION_TIMEOUT,
+            kafka_bootstrap=settings.KAFKA_BOOTSTRAP,
+            dispatch=DispatchConfig(
+                topic=settings.KAFKA_JOBS_TOPIC,
+                dead_letter_topic=settings.KAFKA_DEAD_LETTER_TOPIC,
+                batch_size=options["batch_size"],
+                max_in_flight=options["max_in_flight"],
+                poll_interval=settings.SCHEDULER_POLL_INTERVAL,
+                queued_timeout=settings.SCHEDULER_QUEUED_TIMEOUT,
+                sweep_interval=settings.SCHEDULER_SWEEP_INTERVAL,
+                publish_timeout=settings.SCHEDULER_PUBLISH_TIMEOUT,
+            ),
+            weight_refresh_seconds=settings.SCHEDULER_WEIGHT_REFRESH,
+        )
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: worker.stop())
+        worker.run()

@@ -1,0 +1,100 @@
+"""The SQL a scheduler runs against one shard, as named queries.
+
+Every write is made inside a transaction that first locks the shard's lease row with
+``FOR SHARE`` and checks its epoch (``LOCK_LEASE``). A new owner's ``ACQUIRE_LEASE``
+needs that row exclusively, so it waits for any write in progress and every later write
+of the old owner sees the new epoch and is refused: the fence.
+"""
+
+ACQUIRE_LEASE = """
+    INSERT INTO jobs_shard_lease (shard_id, epoch, owner, acquired_at)
+    VALUES (%(shard_id)s, 1, %(owner)s, now())
+    ON CONFLICT (shard_id) DO UPDATE
+       SET epoch = jobs_shard_lease.epoch + 1, owner = EXCLUDED.owner, acquired_at = now()
+    RETURNING epoch
+"""
+
+LOCK_LEASE = "SELECT epoch FROM jobs_shard_lease WHERE shard_id = %(shard_id)s FOR SHARE"
+
+COUNT_IN_FLIGHT = "SELECT count(*) FROM jobs WHERE status IN ('queued', 'running')"
+
+# Users with due jobs, found with a loose index scan of jobs_due_by_user_idx: one index
+# probe per user that has scheduled jobs, however many jobs each of them has.
+DUE_USERS = """
+    WITH RECURSIVE heads AS (
+        (SELECT user_id, due_at FROM jobs
+          WHERE status = 'scheduled'
+          ORDER BY user_id, due_at, id LIMIT 1)
+        UNION ALL
+        SELECT next.user_id, next.due_at
+          FROM heads,
+       LATERAL (SELECT user_id, due_at FROM jobs
+                 WHERE status = 'scheduled' AND user_id > heads.user_id
+                 ORDER BY user_id, due_at, id LIMIT 1) AS next
+    )
+    SELECT user_id FROM heads WHERE due_at <= now()
+"""
+
+# Take up to quota.n of each user's due jobs, oldest first, and mark them queued.
+CLAIM_FOR_DISPATCH = """
+    UPDATE jobs
+       SET status = 'queued', dispatched_at = now(), updated_at = now(),
+           dispatch_epoch = %(epoch)s,
+           lease_expires_at = now() + make_interval(secs => %(queued_timeout)s)
+      FROM (SELECT picked.id
+              FROM unnest(%(user_ids)s::bigint[], %(quotas)s::int[]) AS quota(user_id, n),
+           LATERAL (SELECT id FROM jobs
+                     WHERE status = 'scheduled' AND user_id = quota.user_id
+                       AND due_at <= now()
+                     ORDER BY due_at, id LIMIT quota.n) AS picked) AS batch
+     WHERE jobs.id = batch.id AND jobs.status = 'scheduled'
+ RETURNING jobs.id, jobs.user_id, jobs.attempts, jobs.due_at, jobs.dispatched_at
+"""
+
+# Jobs whose messages the broker did not acknowledge go back to being due at once.
+RELEASE_UNPUBLISHED = """
+    UPDATE jobs
+       SET status = 'scheduled', dispatched_at = NULL, lease_expires_at = NULL,
+           updated_at = now()
+     WHERE id = ANY(%(job_ids)s) AND status = 'queued' AND dispatch_epoch = %(epoch)s
+"""
+
+# A queued job nobody claimed in time: its message was lost (broker restart) or is stuck
+# behind a dead consumer. Make it due again; a late duplicate is dropped at claim time.
+SWEEP_UNCLAIMED = """
+    UPDATE jobs
+       SET status = 'scheduled', lease_expires_at = NULL, updated_at = now()
+     WHERE status = 'queued' AND lease_expires_at < now()
+"""
+
+# A running job whose executor died (its lease expired): that attempt is over. With
+# attempts left, the job is due again at once; otherwise it fails (ABANDONED_EXHAUSTED
+# finds those, the dead-letter message is published, then FAIL_ABANDONED records it).
+LOST_ATTEMPT_ERROR = "the executor running this attempt stopped responding"
+
+SWEEP_ABANDONED = """
+    UPDATE jobs
+       SET status = 'scheduled', due_at = now(), lease_expires_at = NULL, updated_at = now(),
+           last_error = %(error)s,
+           attempt_errors = attempt_errors || jsonb_build_array(jsonb_build_object(
+               'attempt', attempts, 'error', %(error)s::text, 'at', now()))
+     WHERE status = 'running' AND lease_expires_at < now() AND attempts < max_attempts
+"""
+
+ABANDONED_EXHAUSTED = """
+    SELECT id, user_id, attempts, max_attempts, handler, handler_params, message,
+           execute_at, created_at, attempt_errors
+      FROM jobs
+     WHERE status = 'running' AND lease_expires_at < now() AND attempts >= max_attempts
+     LIMIT %(limit)s
+       FOR UPDATE
+"""
+
+FAIL_ABANDONED = """
+    UPDATE jobs
+       SET status = 'failed', finished_at = now(), lease_expires_at = NULL, updated_at = now(),
+           last_error = %(error)s,
+           attempt_errors = attempt_errors || jsonb_build_array(jsonb_build_object(
+               'attempt', attempts, 'error', %(error)s::text, 'at', now()))
+     WHERE id = ANY(%(job_ids)s) AND status = 'running' AND lease_expires_at < now()
+"""

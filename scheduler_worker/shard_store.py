@@ -1,0 +1,140 @@
+"""One shard's database as a scheduler sees it: lease, due users, claims and sweeps."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from django.db import connections, transaction
+
+from jobsvc.jobs.store import from_jsonb
+from scheduler_worker import queries
+from scheduler_worker.errors import ShardFenced
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    job_id: str
+    user_id: int
+    attempts: int  # attempts already made; this dispatch starts attempt attempts + 1
+    due_at: datetime
+    dispatched_at: datetime
+
+
+@dataclass(frozen=True)
+class AbandonedJob:
+    job_id: str
+    user_id: int
+    attempts: int
+    max_attempts: int
+    handler: str
+    handler_params: dict[str, Any]
+    message: str
+    execute_at: datetime
+    created_at: datetime
+    attempt_errors: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    unclaimed: int
+    abandoned: int
+
+
+class ShardStore:
+    def __init__(self, *, alias: str, shard_id: int) -> None:
+        self.alias = alias
+        self.shard_id = shard_id
+
+    def acquire_lease(self, *, owner: str) -> int:
+        """Take the shard over: bump and return its epoch, fencing off any older owner."""
+        with transaction.atomic(using=self.alias), self._cursor() as cursor:
+            cursor.execute(queries.ACQUIRE_LEASE, {"shard_id": self.shard_id, "owner": owner})
+            return cursor.fetchone()[0]
+
+    def in_flight(self) -> int:
+        with self._cursor() as cursor:
+            cursor.execute(queries.COUNT_IN_FLIGHT)
+            return cursor.fetchone()[0]
+
+    def due_users(self) -> list[int]:
+        with self._cursor() as cursor:
+            cursor.execute(queries.DUE_USERS)
+            return [row[0] for row in cursor.fetchall()]
+
+    def claim(
+        self, *, epoch: int, quotas: dict[int, int], queued_timeout: float
+    ) -> list[ClaimedJob]:
+        """Mark up to ``quotas[user]`` due jobs of each user queued, under our epoch."""
+        users = [user for user, quota in quotas.items() if quota > 0]
+        if not users:
+            return []
+        params = {
+            "epoch": epoch,
+            "user_ids": users,
+            "quotas": [quotas[user] for user in users],
+            "queued_timeout": queued_timeout,
+        }
+        with self._fenced(epoch) as cursor:
+            cursor.execute(queries.CLAIM_FOR_DISPATCH, params)
+            return [ClaimedJob(*row) for row in cursor.fetchall()]
+
+    def release(self, *, epoch: int, job_ids: list[str]) -> int:
+        """Make jobs whose messages were not acknowledged due again."""
+        with self._fenced(epoch) as cursor:
+            cursor.execute(queries.RELEASE_UNPUBLISHED, {"epoch": epoch, "job_ids": job_ids})
+            return cursor.rowcount
+
+    def sweep(self, *, epoch: int) -> SweepResult:
+        """Make lost messages' and dead executors' jobs due again (those with attempts left)."""
+        with self._fenced(epoch) as cursor:
+            cursor.execute(queries.SWEEP_UNCLAIMED)
+            unclaimed = cursor.rowcount
+            cursor.execute(queries.SWEEP_ABANDONED, {"error": queries.LOST_ATTEMPT_ERROR})
+            return SweepResult(unclaimed=unclaimed, abandoned=cursor.rowcount)
+
+    def fail_abandoned(
+        self, *, epoch: int, dead_letter: Callable[[list[AbandonedJob]], bool], limit: int = 500
+    ) -> int:
+        """Fail dead executors' jobs that have no attempts left, dead-lettering them first.
+
+        The rows stay locked while ``dead_letter`` publishes; if it fails, nothing changes
+        and the next sweep tries again.
+        """
+        with self._fenced(epoch) as cursor:
+            cursor.execute(queries.ABANDONED_EXHAUSTED, {"limit": limit})
+            jobs = [
+                replace(
+                    job,
+                    handler_params=from_jsonb(job.handler_params),
+                    attempt_errors=from_jsonb(job.attempt_errors),
+                )
+                for job in (AbandonedJob(*row) for row in cursor.fetchall())
+            ]
+            if not jobs or not dead_letter(jobs):
+                return 0
+            cursor.execute(
+                queries.FAIL_ABANDONED,
+                {"job_ids": [job.job_id for job in jobs], "error": queries.LOST_ATTEMPT_ERROR},
+            )
+            return cursor.rowcount
+
+    def close(self) -> None:
+        connections[self.alias].close()
+
+    def _cursor(self):
+        return connections[self.alias].cursor()
+
+    @contextmanager
+    def _fenced(self, epoch: int) -> Iterator:
+        """A transaction that holds the lease row shared and proceeds only under ``epoch``."""
+        with transaction.atomic(using=self.alias), self._cursor() as cursor:
+            cursor.execute(queries.LOCK_LEASE, {"shard_id": self.shard_id})
+            row = cursor.fetchone()
+            current = None if row is None else row[0]
+            if current != epoch:
+                raise ShardFenced(f"shard {self.shard_id}: epoch is {current}, ours is {epoch}")
+            yield cursor

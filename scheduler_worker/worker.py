@@ -1,0 +1,148 @@
+"""The scheduler worker: shard ownership from ZooKeeper, one dispatcher per owned shard.
+
+Shutdown order (``stop()`` only sets an event; ``run()`` does the work):
+1. release every shard in ZooKeeper: each dispatcher finishes its round and stops before
+   its owner node is deleted, so the next owner never overlaps with a running round;
+2. flush the producer, so every claimed job's message is acknowledged or the job released;
+3. close the ZooKeeper session and the database connections.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from django.db import connections
+
+from coordination.client import connect
+from coordination.shard_ownership import ShardOwnership
+from jobsvc.messaging.producer import BatchProducer
+from jobsvc.sharding.shards import shard_alias
+from scheduler_worker.dispatcher import DispatchConfig, ShardDispatcher
+from scheduler_worker.shard_store import ShardStore
+
+logger = logging.getLogger(__name__)
+
+_DISPATCHER_STOP_TIMEOUT = 30.0  # seconds a dispatcher may take to finish its round
+
+
+class SchedulerWorker:
+    def __init__(
+        self,
+        *,
+        worker_id: str,
+        shard_ids: list[int],
+        zk_hosts: str,
+        zk_root: str,
+        zk_session_timeout: float,
+        kafka_bootstrap: str,
+        dispatch: DispatchConfig,
+        weight_refresh_seconds: float,
+    ) -> None:
+        self.worker_id = worker_id
+        self.shard_ids = shard_ids
+        self.zk_hosts = zk_hosts
+        self.zk_root = zk_root
+        self.zk_session_timeout = zk_session_timeout
+        self.kafka_bootstrap = kafka_bootstrap
+        self.dispatch = dispatch
+        self.weight_refresh_seconds = weight_refresh_seconds
+        self._dispatchers: dict[int, ShardDispatcher] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._producer: BatchProducer | None = None
+
+    def stop(self) -> None:
+        """Ask the worker to shut down; safe from a signal handler, idempotent."""
+        self._stopping.set()
+
+    def owned_shards(self) -> list[int]:
+        with self._lock:
+            return sorted(self._dispatchers)
+
+    def run(self) -> None:
+        self._producer = BatchProducer(
+            bootstrap=self.kafka_bootstrap, client_id=f"scheduler-{self.worker_id}"
+        )
+        client = connect(
+            self.zk_hosts, session_timeout=self.zk_session_timeout, connect_timeout=30.0
+        )
+        ownership = ShardOwnership(
+            client,
+            worker_id=self.worker_id,
+            shard_ids=self.shard_ids,
+            on_acquired=self._on_acquired,
+            on_released=self._on_released,
+            on_suspended=self._on_suspended,
+            on_resumed=self._on_resumed,
+            root=self.zk_root,
+        )
+        ownership.start()
+        logger.info(
+            "scheduler %s started; %d shards in the pool", self.worker_id, len(self.shard_ids)
+        )
+        try:
+            self._stopping.wait()
+        finally:
+            logger.info("scheduler %s stopping", self.worker_id)
+            ownership.stop()
+            for shard_id in self.owned_shards():  # in case a release callback was missed
+                self._on_released(shard_id)
+            self._producer.close()
+            client.stop()
+            client.close()
+            connections.close_all()
+            logger.info("scheduler %s stopped", self.worker_id)
+
+    # --- ShardOwnership callbacks (on the recipe's thread) ------------------------------
+
+    def _on_acquired(self, shard_id: int) -> None:
+        dispatcher = ShardDispatcher(
+            store=ShardStore(alias=shard_alias(shard_id), shard_id=shard_id),
+            owner=self.worker_id,
+            producer=self._producer,
+            config=self.dispatch,
+            weight_refresh_seconds=self.weight_refresh_seconds,
+            on_fenced=self._on_fenced,
+            clock=time.monotonic,
+        )
+        with self._lock:
+            previous = self._dispatchers.pop(shard_id, None)
+            self._dispatchers[shard_id] = dispatcher
+        if previous is not None:
+            previous.stop()
+            previous.join(_DISPATCHER_STOP_TIMEOUT)
+        dispatcher.start()
+        logger.info("shard %s acquired", shard_id, extra={"shard": shard_id, "action": "own"})
+
+    def _on_released(self, shard_id: int) -> None:
+        with self._lock:
+            dispatcher = self._dispatchers.pop(shard_id, None)
+        if dispatcher is None:
+            return
+        dispatcher.stop()
+        if not dispatcher.join(_DISPATCHER_STOP_TIMEOUT):
+            logger.error("shard %s: dispatcher did not stop in time", shard_id)
+        logger.info("shard %s released", shard_id, extra={"shard": shard_id, "action": "release"})
+
+    def _on_suspended(self) -> None:
+        logger.warning("ZooKeeper connection suspended: pausing dispatch")
+        with self._lock:
+            dispatchers = list(self._dispatchers.values())
+        for dispatcher in dispatchers:
+            dispatcher.pause()
+
+    def _on_resumed(self) -> None:
+        logger.info("ZooKeeper connection restored: resuming dispatch")
+        with self._lock:
+            dispatchers = list(self._dispatchers.values())
+        for dispatcher in dispatchers:
+            dispatcher.resume()
+
+    def _on_fenced(self, shard_id: int) -> None:
+        """Another worker bumped the epoch: it owns the shard now, whatever ZooKeeper said."""
+        with self._lock:
+            dispatcher = self._dispatchers.get(shard_id)
+        if dispatcher is not None:
+            dispatcher.stop()
