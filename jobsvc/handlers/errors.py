@@ -1,0 +1,65 @@
+"""Errors of job handlers: what a handler raises decides what happens to the job.
+
+HandlerError
+├── RetryableError          try this job again later, after a backoff
+│   └── HandlerTimeout      the attempt ran out of time
+├── PermanentError          never retry; the job fails (and goes to the dead-letter topic)
+│   └── InvalidHandlerParams    the job's handler_params are not acceptable (a ValueError)
+├── UnknownHandler          no handler of that name is configured (a LookupError)
+└── HandlerConfigError      the handlers are misconfigured in this process
+
+Any exception that is not a ``HandlerError`` counts as retryable: a handler's bug or an
+unexpected library error should not lose a job whose next attempt may well succeed, and
+``max_attempts`` bounds the cost. ``UnknownHandler`` and ``HandlerConfigError`` raised
+while running a job are retryable for the same reason: during a rolling deploy one
+executor may not know a handler yet that another already runs.
+
+``InvalidHandlerParams`` and ``UnknownHandler`` carry the request ``field`` they concern
+(``handler_params`` or ``handler``), so the API can report them per field.
+"""
+
+from __future__ import annotations
+
+
+class HandlerError(Exception):
+    """Root of the errors handlers and the handler registry raise."""
+
+
+class RetryableError(HandlerError):
+    """The attempt failed but a later one may succeed.
+
+    ``retry_after`` (seconds), when the other side said how long to wait (HTTP
+    ``Retry-After``), is a lower bound the executor may apply to its backoff.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class HandlerTimeout(RetryableError):
+    """The attempt did not finish before its deadline."""
+
+
+class PermanentError(HandlerError):
+    """The job can never succeed as it stands; retrying would only repeat the failure."""
+
+
+class InvalidHandlerParams(PermanentError, ValueError):
+    """The handler parameters are not acceptable; the message names the parameter."""
+
+    def __init__(self, message: str, *, field: str = "handler_params") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class UnknownHandler(HandlerError, LookupError):
+    """No handler of that name is configured."""
+
+    def __init__(self, message: str, *, field: str = "handler") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class HandlerConfigError(HandlerError):
+    """The handler configuration of this process is unusable (a bad path or argument)."""

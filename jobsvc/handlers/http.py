@@ -1,0 +1,227 @@
+"""The ``http`` handler: POST the job, signed, to the URL its parameters name.
+
+Parameters: ``{"url": "https://hooks.example.com/jobs"}`` and nothing else.
+
+The request: ``POST <url>`` with a compact UTF-8 JSON body
+``{"job_id", "user_id", "attempt", "message", "params"}``, and the headers
+``Idempotency-Key: <job_id>:<attempt>`` (the same for every run of one attempt, so the
+receiver can drop the duplicate an executor crash may cause), ``X-Jobsvc-Timestamp`` and
+``X-Jobsvc-Signature`` (HMAC-SHA256 over ``f"{timestamp}.".encode() + body``; see
+``signing``).
+
+The outcome, by answer:
+
+- 2xx: success;
+- 429, 5xx, connection errors: ``RetryableError`` (``Retry-After`` in seconds is passed
+  on as ``retry_after``); no answer in time: ``HandlerTimeout``;
+- 3xx: ``PermanentError``. Redirects are not followed: their target was never checked
+  against the allow-list and the address rules below;
+- anything else (other 4xx): ``PermanentError``.
+
+Where a request may go. URLs come from users, and the executor runs inside the network,
+so a URL must pass these checks when the job is created (``validate_params``) and again
+before every request (an allow-list may have shrunk, a DNS record changed since):
+
+1. scheme ``http`` or ``https``; printable ASCII; no ``user:password@``;
+2. the host is in ``allowed_hosts``: an exact host name or IP address, or
+   ``*.example.com`` for any name below example.com (not example.com itself). An empty
+   list refuses every URL;
+3. unless ``allow_private_addresses``, *every* address the host resolves to is public:
+   not loopback, private, link-local, multicast, reserved, unspecified or otherwise
+   non-global (an IPv4-mapped IPv6 address is judged by its IPv4 address). A host that
+   does not resolve is refused at create time, since nothing can be said about it.
+
+At call time a URL that now fails 1-3 is a ``PermanentError`` (``InvalidHandlerParams``)
+and no request is made; a name lookup that fails is retryable.
+
+DNS rebinding: a name that resolved to a public address for the check could resolve to
+an internal one a moment later, when the connection is made. So the handler resolves
+once per request, checks those addresses and opens the TCP connection to a checked
+address itself; the ``Host`` header, TLS SNI and certificate check still use the name
+(``http_transport``; standard library only). ``http_policy`` holds the checks.
+
+Time: a request ends by ``min(job.deadline, start + max_timeout)``, a hard limit even
+against a server that trickles bytes (see ``http_transport``). Name resolution
+(``getaddrinfo``) cannot be interrupted and is bounded by the system resolver's timeout.
+
+The handler holds no per-request state: one instance serves every executor thread.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+from jobsvc.handlers import http_transport
+from jobsvc.handlers.base import JobContext
+from jobsvc.handlers.errors import (
+    HandlerConfigError,
+    HandlerTimeout,
+    InvalidHandlerParams,
+    PermanentError,
+    RetryableError,
+)
+from jobsvc.handlers.http_policy import (
+    HostAllowList,
+    Resolver,
+    Target,
+    is_ip,
+    non_public_kind,
+    parse_url,
+    resolve_host,
+)
+from jobsvc.handlers.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+
+DEFAULT_MAX_TIMEOUT = 30.0  # seconds one request may take, whatever the job's timeout
+MIN_SECRET_BYTES = 32
+
+_USER_AGENT = "jobsvc-executor/1"
+
+
+class HttpHandler:
+    name: ClassVar[str] = "http"
+
+    def __init__(
+        self,
+        *,
+        secret: str | bytes,
+        allowed_hosts: Sequence[str],
+        allow_private_addresses: bool = False,
+        max_timeout: float = DEFAULT_MAX_TIMEOUT,
+        ca_file: str | None = None,  # PEM bundle to trust instead of the system's CAs
+        resolver: Resolver = resolve_host,  # injectable for testing
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._secret = secret.encode() if isinstance(secret, str) else bytes(secret)
+        if len(self._secret) < MIN_SECRET_BYTES:
+            raise HandlerConfigError(f"the signing secret must be >= {MIN_SECRET_BYTES} bytes")
+        if not max_timeout > 0:
+            raise HandlerConfigError(f"max_timeout must be > 0 seconds, got {max_timeout}")
+        self._allowed_hosts = HostAllowList(allowed_hosts)
+        self._allow_private = allow_private_addresses
+        self._max_timeout = max_timeout
+        self._resolver = resolver
+        self._clock = clock
+        self._wall_clock = wall_clock
+        try:
+            self._tls = http_transport.tls_context(ca_file=ca_file)
+        except OSError as exc:  # ssl.SSLError is an OSError
+            raise HandlerConfigError(f"cannot load the CA bundle {ca_file}: {exc}") from exc
+
+    def validate_params(self, params: Any) -> dict[str, Any]:
+        target = self._target(params)
+        if not self._allow_private:
+            try:
+                addresses = self._resolve(target)
+            except OSError as exc:
+                raise InvalidHandlerParams(
+                    f"url: the host {target.host} could not be resolved ({_reason(exc)})."
+                ) from None
+            self._check_public(target, addresses)
+        return {"url": params["url"]}
+
+    def handle(self, job: JobContext) -> None:
+        target = self._target(job.params)
+        deadline = min(job.deadline, self._clock() + self._max_timeout)
+        try:
+            addresses = self._resolve(target)
+        except OSError as exc:
+            raise RetryableError(
+                f"{target.display}: name resolution failed: {_reason(exc)}"
+            ) from exc
+        if not self._allow_private:
+            self._check_public(target, addresses)
+        body = json.dumps(
+            {
+                "job_id": job.job_id,
+                "user_id": job.user_id,
+                "attempt": job.attempt,
+                "message": job.message,
+                "params": job.params,
+            },
+            separators=(",", ":"),
+            ensure_ascii=False,
+        ).encode()
+        try:
+            answer = http_transport.post(
+                target,
+                addresses,
+                body=body,
+                headers=self._headers(job, body),
+                deadline=deadline,
+                tls=self._tls,
+                clock=self._clock,
+            )
+        except TimeoutError as exc:
+            raise HandlerTimeout(f"{target.display}: no answer in time") from exc
+        except (OSError, http.client.HTTPException) as exc:
+            raise RetryableError(f"{target.display}: {_reason(exc)}") from exc
+        _judge(target, answer)
+
+    def _headers(self, job: JobContext, body: bytes) -> dict[str, str]:
+        timestamp = int(self._wall_clock())
+        return {
+            "Content-Type": "application/json; charset=utf-8",
+            "User-Agent": _USER_AGENT,
+            "Idempotency-Key": job.idempotency_key,
+            TIMESTAMP_HEADER: str(timestamp),
+            SIGNATURE_HEADER: sign(secret=self._secret, timestamp=timestamp, body=body),
+            "Connection": "close",
+        }
+
+    def _target(self, params: Any) -> Target:
+        if not isinstance(params, dict):
+            raise InvalidHandlerParams("Must be a JSON object with a url.")
+        extra = sorted(map(str, set(params) - {"url"}))
+        if extra:
+            raise InvalidHandlerParams(
+                f"Unknown parameter(s): {', '.join(extra)}; the http handler takes only url."
+            )
+        target = parse_url(params.get("url"))
+        if not self._allowed_hosts.allows(target.host):
+            raise InvalidHandlerParams(
+                f"url: the host {target.host} is not in the http handler's allow-list."
+            )
+        return target
+
+    def _resolve(self, target: Target) -> list[str]:
+        if is_ip(target.host):
+            return [target.host]
+        addresses = list(self._resolver(target.host, target.port))
+        if not addresses:
+            raise OSError("no addresses")
+        return addresses
+
+    def _check_public(self, target: Target, addresses: Sequence[str]) -> None:
+        for address in addresses:
+            kind = non_public_kind(address)
+            if kind is not None:
+                raise InvalidHandlerParams(
+                    f"url: the host {target.host} resolves to a {kind} address ({address}); "
+                    "only public addresses are allowed."
+                )
+
+
+def _judge(target: Target, answer: http_transport.Answer) -> None:
+    if 200 <= answer.status < 300:
+        return
+    message = f"{target.display} answered {answer.status} {answer.reason}".rstrip()
+    if answer.status == 429 or 500 <= answer.status < 600:
+        raise RetryableError(message, retry_after=_seconds(answer.retry_after))
+    if 300 <= answer.status < 400:
+        raise PermanentError(f"{message}; redirects are not followed")
+    raise PermanentError(message)
+
+
+def _seconds(retry_after: str | None) -> float | None:
+    """A ``Retry-After`` in delta-seconds; the HTTP-date form is ignored."""
+    value = (retry_after or "").strip()
+    return float(value) if value.isascii() and value.isdigit() else None
+
+
+def _reason(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,1 @@
+"""Tests of the executor worker and its handlers against real local servers."""

@@ -1,0 +1,180 @@
+"""The kafka handler: topic allow-list, and how broker acknowledgements become outcomes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pytest
+
+from jobsvc.handlers.base import JobContext
+from jobsvc.handlers.errors import (
+    HandlerConfigError,
+    HandlerTimeout,
+    InvalidHandlerParams,
+    PermanentError,
+    RetryableError,
+)
+from jobsvc.handlers.kafka import KafkaHandler
+
+
+class FakeClock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeProducer:
+    """Acknowledges everything, unless told to drop; can let time pass while publishing."""
+
+    def __init__(self, clock: FakeClock, *, acknowledge: bool = True, takes: float = 0.0):
+        self.clock = clock
+        self.acknowledge = acknowledge
+        self.takes = takes
+        self.published: list[tuple[str, list[tuple[bytes, bytes]], float]] = []
+
+    def publish(
+        self, topic: str, messages: Sequence[tuple[bytes, bytes]], *, timeout: float
+    ) -> list[int]:
+        self.published.append((topic, list(messages), timeout))
+        self.clock.now += min(self.takes, timeout)
+        return [] if self.acknowledge else list(range(len(messages)))
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def make_handler(clock: FakeClock, producer: FakeProducer | None = None, **kwargs) -> KafkaHandler:
+    kwargs.setdefault("allowed_topics", ["events", "audit.v1"])
+    kwargs.setdefault("reserved_topics", ["jobs", "jobs.dead-letter"])
+    return KafkaHandler(producer=producer, clock=clock, **kwargs)
+
+
+def job(clock: FakeClock, *, timeout: float = 30.0, **params) -> JobContext:
+    return JobContext(
+        job_id="2bH5Yk3sQeM1pZ0x9LwVnR4tUa7",
+        user_id=7,
+        shard_id=1,
+        attempt=2,
+        message="héllo",
+        params=params or {"topic": "events"},
+        deadline=clock() + timeout,
+    )
+
+
+# --- Parameters --------------------------------------------------------------------------
+
+
+def test_an_allowed_topic_is_accepted(clock):
+    assert make_handler(clock).validate_params({"topic": "audit.v1"}) == {"topic": "audit.v1"}
+
+
+@pytest.mark.parametrize(
+    ("params", "words"),
+    [
+        ({"topic": "jobs"}, "not in the kafka handler's allow-list"),
+        ({"topic": "other"}, "not in the kafka handler's allow-list"),
+        ({"topic": "Events"}, "not in the kafka handler's allow-list"),
+        ({}, "topic is required"),
+        ({"topic": ""}, "topic is required"),
+        ({"topic": ["events"]}, "topic is required"),
+        ({"topic": "events", "key": "k"}, "Unknown parameter(s): key"),
+        (None, "JSON object"),
+    ],
+)
+def test_a_topic_outside_the_allow_list_or_malformed_params_are_refused(clock, params, words):
+    with pytest.raises(InvalidHandlerParams) as caught:
+        make_handler(clock).validate_params(params)
+
+    assert words in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"allowed_topics": ["events", "jobs"]}, "system topics"),
+        ({"allowed_topics": "events"}, "not one string"),
+        ({"allowed_topics": ["bad topic"]}, "not Kafka topic names"),
+        ({"max_timeout": 0}, "max_timeout"),
+    ],
+)
+def test_a_bad_configuration_stops_the_handler_at_construction(clock, kwargs, words):
+    with pytest.raises(HandlerConfigError, match=words):
+        make_handler(clock, **kwargs)
+
+
+# --- Publishing --------------------------------------------------------------------------
+
+
+def test_the_message_is_published_keyed_by_job_id(clock):
+    producer = FakeProducer(clock)
+
+    make_handler(clock, producer).handle(job(clock))
+
+    [(topic, [(key, value)], _timeout)] = producer.published
+    assert topic == "events"
+    assert key == b"2bH5Yk3sQeM1pZ0x9LwVnR4tUa7"
+    assert json.loads(value) == {
+        "job_id": "2bH5Yk3sQeM1pZ0x9LwVnR4tUa7",
+        "attempt": 2,
+        "message": "héllo",
+    }
+
+
+def test_the_broker_wait_is_bounded_by_the_attempts_time_left_and_the_cap(clock):
+    producer = FakeProducer(clock)
+    handler = make_handler(clock, producer, max_timeout=10.0)
+
+    handler.handle(job(clock, timeout=3.0))
+    handler.handle(job(clock, timeout=300.0))
+
+    assert [timeout for _, _, timeout in producer.published] == [3.0, 10.0]
+
+
+def test_an_unacknowledged_message_is_retryable(clock):
+    producer = FakeProducer(clock, acknowledge=False, takes=1.0)
+
+    with pytest.raises(RetryableError) as caught:
+        make_handler(clock, producer).handle(job(clock))
+
+    assert not isinstance(caught.value, HandlerTimeout)
+
+
+def test_an_unacknowledged_message_at_the_deadline_is_a_timeout(clock):
+    producer = FakeProducer(clock, acknowledge=False, takes=60.0)
+
+    with pytest.raises(HandlerTimeout):
+        make_handler(clock, producer, max_timeout=60.0).handle(job(clock, timeout=5.0))
+
+
+def test_nothing_is_published_once_the_deadline_has_passed(clock):
+    producer = FakeProducer(clock)
+    late = job(clock, timeout=1.0)
+    clock.now += 2.0
+
+    with pytest.raises(HandlerTimeout):
+        make_handler(clock, producer).handle(late)
+
+    assert producer.published == []
+
+
+def test_a_topic_removed_from_the_allow_list_since_create_fails_permanently(clock):
+    producer = FakeProducer(clock)
+    handler = make_handler(clock, producer, allowed_topics=["audit.v1"])
+
+    with pytest.raises(PermanentError):
+        handler.handle(job(clock, topic="events"))
+
+    assert producer.published == []
+
+
+def test_a_handler_built_without_a_producer_validates_but_cannot_publish(clock):
+    handler = make_handler(clock, producer=None)
+
+    assert handler.validate_params({"topic": "events"})
+    with pytest.raises(HandlerConfigError, match="no producer"):
+        handler.handle(job(clock))
