@@ -1,0 +1,1 @@
+"""Executor workers: claim each published job, run its handler, record the outcome."""

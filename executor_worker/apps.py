@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ExecutorWorkerConfig(AppConfig):
+    name = "executor_worker"
+    verbose_name = "Executor worker"

@@ -1,0 +1,64 @@
+"""Run an executor worker: ``python manage.py run_executor [--worker-id ID]``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from executor_worker.runner import AttemptRunner
+from executor_worker.worker import ExecutorConfig, ExecutorWorker
+from jobsvc.handlers.errors import HandlerConfigError
+from jobsvc.handlers.setup import registry_from_settings
+from jobsvc.messaging.producer import BatchProducer
+
+
+class Command(BaseCommand):
+    help = "Run an executor worker (one member of the executors' consumer group)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument(
+            "--worker-id",
+            default=os.environ.get("JOBSVC_WORKER_ID") or f"{socket.gethostname()}-{os.getpid()}",
+            help="name of this executor in logs and Kafka client ids (default: host-pid)",
+        )
+        parser.add_argument("--concurrency", type=int, default=settings.EXECUTOR_CONCURRENCY)
+
+    def handle(self, *args, **options) -> None:
+        if settings.RETRY_MAX_DELAY < settings.RETRY_BASE_DELAY:
+            raise CommandError("JOBSVC_RETRY_MAX_DELAY_SECONDS is below the base delay")
+        worker_id = options["worker_id"]
+        producer = BatchProducer(
+            bootstrap=settings.KAFKA_BOOTSTRAP, client_id=f"executor-{worker_id}"
+        )
+        try:
+            registry = registry_from_settings(producer=producer)
+        except HandlerConfigError as exc:
+            raise CommandError(f"handler configuration: {exc}") from exc
+        worker = ExecutorWorker(
+            worker_id=worker_id,
+            bootstrap=settings.KAFKA_BOOTSTRAP,
+            config=ExecutorConfig(
+                topic=settings.KAFKA_JOBS_TOPIC,
+                dead_letter_topic=settings.KAFKA_DEAD_LETTER_TOPIC,
+                group_id=settings.EXECUTOR_GROUP_ID,
+                batch_size=settings.EXECUTOR_BATCH_SIZE,
+                concurrency=options["concurrency"],
+                max_in_flight=settings.EXECUTOR_MAX_IN_FLIGHT,
+                lease_grace_seconds=settings.EXECUTOR_LEASE_GRACE,
+                drain_timeout=settings.EXECUTOR_DRAIN_TIMEOUT,
+                publish_timeout=settings.SCHEDULER_PUBLISH_TIMEOUT,
+            ),
+            runner=AttemptRunner(
+                registry=registry,
+                retry_base_delay=settings.RETRY_BASE_DELAY,
+                retry_max_delay=settings.RETRY_MAX_DELAY,
+            ),
+            producer=producer,
+        )
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: worker.stop())
+        worker.run()
