@@ -1,0 +1,108 @@
+"""Fixtures for end-to-end tests: real scheduler and executor processes on the test stack.
+
+Each test gets its own Kafka topics, consumer group and ZooKeeper root, so workers of one
+test never see another's messages; jobs live in the shared shard databases, which the
+transactional database fixture empties after each test (after the workers stopped).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from deploy.bench.processes import WorkerProcess
+from jobsvc.messaging.topics import TopicSpec, ensure_topics
+from tests.e2e.receiver import Receiver
+
+JOBS_PARTITIONS = 4
+# Fast timings for tests; production defaults are in jobsvc/settings.py.
+FAST_TIMINGS = {
+    "JOBSVC_SCHEDULER_POLL_INTERVAL_SECONDS": "0.05",
+    "JOBSVC_SCHEDULER_SWEEP_INTERVAL_SECONDS": "0.5",
+    "JOBSVC_ZK_SESSION_TIMEOUT_SECONDS": "4",
+    "JOBSVC_RETRY_BASE_DELAY_SECONDS": "0.2",
+    "JOBSVC_RETRY_MAX_DELAY_SECONDS": "1",
+    "JOBSVC_EXECUTOR_LEASE_GRACE_SECONDS": "1",
+    "JOBSVC_EXECUTOR_DRAIN_TIMEOUT_SECONDS": "5",
+    "JOBSVC_HTTP_HANDLER_ALLOWED_HOSTS": "127.0.0.1",
+    "JOBSVC_HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES": "true",
+}
+
+
+@dataclass
+class Messaging:
+    """This test's topics, consumer group and ZooKeeper root, and the workers' environment."""
+
+    jobs_topic: str
+    dead_letter_topic: str
+    group_id: str
+    zk_root: str
+    env: dict[str, str]
+
+
+@pytest.fixture
+def messaging() -> Messaging:
+    suffix = uuid.uuid4().hex[:10]
+    result = Messaging(
+        jobs_topic=f"jobs-{suffix}",
+        dead_letter_topic=f"dead-letter-{suffix}",
+        group_id=f"executors-{suffix}",
+        zk_root=f"/e2e-{suffix}",
+        env={},
+    )
+    result.env = {
+        **os.environ,
+        **FAST_TIMINGS,
+        "JOBSVC_KAFKA_JOBS_TOPIC": result.jobs_topic,
+        "JOBSVC_KAFKA_DEAD_LETTER_TOPIC": result.dead_letter_topic,
+        "JOBSVC_EXECUTOR_GROUP_ID": result.group_id,
+        "JOBSVC_ZK_ROOT": result.zk_root,
+        "PYTHONUNBUFFERED": "1",
+    }
+    ensure_topics(
+        bootstrap=settings.KAFKA_BOOTSTRAP,
+        topics=[
+            TopicSpec(result.jobs_topic, JOBS_PARTITIONS, 1),
+            TopicSpec(result.dead_letter_topic, 1, 1),
+        ],
+    )
+    return result
+
+
+@pytest.fixture
+def start_worker(
+    messaging: Messaging, tmp_path: Path, transactional_db
+) -> Iterator[Callable[..., WorkerProcess]]:
+    """Start ``run_scheduler`` / ``run_executor`` processes; all are stopped afterwards.
+
+    ``env`` adds to (and overrides) the test's environment for that one worker.
+    """
+    workers: list[WorkerProcess] = []
+
+    def start(kind: str, name: str, *, env: dict[str, str] | None = None, args=()) -> WorkerProcess:
+        worker = WorkerProcess(
+            kind=kind,
+            name=name,
+            env={**messaging.env, **(env or {})},
+            log_dir=tmp_path,
+            args=tuple(args),
+        )
+        workers.append(worker)
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.stop()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    server = Receiver(secret=os.environ["JOBSVC_HTTP_HANDLER_SECRET"]).start()
+    yield server
+    server.stop()
