@@ -30,6 +30,7 @@ from django.utils import timezone
 from jobsvc.messaging.dead_letter import DeadLetter
 from jobsvc.messaging.job_message import JobMessage
 from jobsvc.messaging.producer import BatchProducer
+from scheduler_worker import metrics
 from scheduler_worker.errors import ShardFenced
 from scheduler_worker.fair_share import FairShareAllocator, interleave
 from scheduler_worker.queries import LOST_ATTEMPT_ERROR
@@ -48,7 +49,7 @@ class DispatchConfig:
     dead_letter_topic: str
     batch_size: int  # jobs per round
     max_in_flight: int  # per shard; 0 = no cap
-    poll_interval: float  # seconds between rounds when nothing was left to dispatch
+    poll_interval: float  # seconds from a round's start to the next, when nothing was left
     queued_timeout: float  # seconds a published job may stay unclaimed
     sweep_interval: float  # seconds between sweeps for lost messages and executors
     publish_timeout: float  # seconds to wait for the broker's acknowledgements
@@ -90,6 +91,7 @@ class ShardDispatcher:
             target=self._run, name=f"dispatch-shard-{store.shard_id}", daemon=True
         )
         self._next_sweep = 0.0
+        self._shard_label = str(store.shard_id)
 
     # --- control, from any thread -----------------------------------------------------
 
@@ -128,9 +130,13 @@ class ShardDispatcher:
                 self._running.wait()
                 if self._stopped.is_set():
                     break
+                started = self.clock()
                 published = self._guarded_round()
                 if published < self.config.batch_size:
-                    self._stopped.wait(self.config.poll_interval)
+                    # Rounds start poll_interval apart: the round's own time counts toward
+                    # the pause, so a job newly due waits at most about one interval.
+                    pause = started + self.config.poll_interval - self.clock()
+                    self._stopped.wait(max(0.0, pause))
         except ShardFenced as exc:
             logger.warning(
                 "shard %s fenced: %s", shard, exc, extra={"shard": shard, "action": "fenced"}
@@ -160,11 +166,28 @@ class ShardDispatcher:
             self.store.close()
             self._stopped.wait(_ERROR_BACKOFF_SECONDS)
             return 0
+        except ShardFenced:
+            raise
+        except Exception:
+            # The producer raised instead of reporting (a fatal error), or a bug: the thread
+            # must not end while the worker still owns the shard, or nobody dispatches it.
+            # Jobs this round claimed stay queued until the sweeper makes them due again.
+            logger.exception("shard %s: dispatch round failed, retrying", self.store.shard_id)
+            self._stopped.wait(_ERROR_BACKOFF_SECONDS)
+            return 0
 
     def _sweep(self) -> None:
+        metrics.DUE_BACKLOG.labels(self._shard_label).set(self.store.due_backlog())
         result = self.store.sweep(epoch=self.epoch)
-        failed = self.store.fail_abandoned(epoch=self.epoch, dead_letter=self._dead_letter)
+        failed = self.store.fail_abandoned(
+            epoch=self.epoch,
+            dead_letter=self._dead_letter,
+            dead_letter_timeout=self.config.publish_timeout,
+        )
         self._next_sweep = self.clock() + self.config.sweep_interval
+        metrics.JOBS_SWEPT.labels("unclaimed").inc(result.unclaimed)
+        metrics.JOBS_SWEPT.labels("abandoned").inc(result.abandoned)
+        metrics.JOBS_SWEPT.labels("exhausted").inc(failed)
         if failed:
             logger.error(
                 "shard %s: %d jobs failed: their executors died on the last attempt",
@@ -213,6 +236,10 @@ class ShardDispatcher:
 
     def dispatch_round(self) -> int:
         """Claim and publish one fair batch; return how many jobs were published."""
+        with metrics.DISPATCH_ROUND.time():
+            return self._dispatch_round()
+
+    def _dispatch_round(self) -> int:
         capacity = self._capacity()
         if capacity <= 0:
             return 0
@@ -220,6 +247,7 @@ class ShardDispatcher:
         if not users:
             return 0
         weights = self.weights.weights_for(users)
+        _observe_backlogged(weights)
         if not self._running.is_set():
             return 0  # paused (ZooKeeper connection suspended): claim nothing new
         claimed = self._claim_fairly(capacity, users, weights)
@@ -228,7 +256,9 @@ class ShardDispatcher:
     def _capacity(self) -> int:
         capacity = self.config.batch_size
         if self.config.max_in_flight:
-            capacity = min(capacity, self.config.max_in_flight - self.store.in_flight())
+            in_flight = self.store.in_flight()
+            metrics.IN_FLIGHT.labels(self._shard_label).set(in_flight)
+            capacity = min(capacity, self.config.max_in_flight - in_flight)
         return capacity
 
     def _claim_fairly(
@@ -267,6 +297,7 @@ class ShardDispatcher:
         )
         if failed:
             self.store.release(epoch=self.epoch, job_ids=[ordered[i].job_id for i in failed])
+        _observe_dispatched(ordered, set(failed), weights)
         return len(ordered) - len(failed)
 
     def _message(self, job: ClaimedJob) -> JobMessage:
@@ -279,3 +310,30 @@ class ShardDispatcher:
             due_at=job.due_at,
             dispatched_at=job.dispatched_at,
         )
+
+
+def _observe_backlogged(weights: dict[int, float]) -> None:
+    """Backlogged users per weight class, and the share of dispatch each class is due."""
+    users: dict[str, int] = defaultdict(int)
+    weight: dict[str, float] = defaultdict(float)
+    for user_weight in weights.values():
+        label = metrics.weight_class(user_weight)
+        users[label] += 1
+        weight[label] += user_weight
+    total = sum(weight.values()) or 1.0
+    for label in users:
+        metrics.BACKLOGGED_USERS.labels(label).set(users[label])
+        metrics.SHARE_TARGET.labels(label).set(weight[label] / total)
+
+
+def _observe_dispatched(
+    ordered: list[ClaimedJob], failed: set[int], weights: dict[int, float]
+) -> None:
+    per_class: dict[str, int] = defaultdict(int)
+    for index, job in enumerate(ordered):
+        if index in failed:
+            continue
+        per_class[metrics.weight_class(weights.get(job.user_id, 1.0))] += 1
+        metrics.DISPATCH_LAG.observe(max(0.0, (job.dispatched_at - job.due_at).total_seconds()))
+    for label, count in per_class.items():
+        metrics.JOBS_DISPATCHED.labels(label).inc(count)

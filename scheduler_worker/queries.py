@@ -16,6 +16,17 @@ ACQUIRE_LEASE = """
 
 LOCK_LEASE = "SELECT epoch FROM jobs_shard_lease WHERE shard_id = %(shard_id)s FOR SHARE"
 
+# For this transaction only: a paused client must not hold the lease row's lock for long.
+LIMIT_IDLE_TRANSACTION = (
+    "SELECT set_config('idle_in_transaction_session_timeout', %(ms)s::text, true)"
+)
+
+# For the backlog gauge only (every sweep): counting stops at a million.
+COUNT_DUE = """
+    SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'scheduled' AND due_at <= now()
+                           LIMIT 1000000) AS due
+"""
+
 COUNT_IN_FLIGHT = "SELECT count(*) FROM jobs WHERE status IN ('queued', 'running')"
 
 # Users with due jobs, found with a loose index scan of jobs_due_by_user_idx: one index
@@ -36,18 +47,23 @@ DUE_USERS = """
 """
 
 # Take up to quota.n of each user's due jobs, oldest first, and mark them queued.
+# The picked ids go through ARRAY(...) so that the rows are updated by primary-key lookups
+# whatever the estimates: as an UPDATE ... FROM join, the planner guesses a third of the
+# user's jobs per LIMIT quota.n and, for a single user, hash-joins a sequential scan of
+# the whole table (350 ms instead of 20 ms per 1,000 jobs on a shard of 1,000,000).
 CLAIM_FOR_DISPATCH = """
     UPDATE jobs
        SET status = 'queued', dispatched_at = now(), updated_at = now(),
            dispatch_epoch = %(epoch)s,
            lease_expires_at = now() + make_interval(secs => %(queued_timeout)s)
-      FROM (SELECT picked.id
-              FROM unnest(%(user_ids)s::bigint[], %(quotas)s::int[]) AS quota(user_id, n),
-           LATERAL (SELECT id FROM jobs
-                     WHERE status = 'scheduled' AND user_id = quota.user_id
-                       AND due_at <= now()
-                     ORDER BY due_at, id LIMIT quota.n) AS picked) AS batch
-     WHERE jobs.id = batch.id AND jobs.status = 'scheduled'
+     WHERE jobs.id = ANY(ARRAY(
+               SELECT picked.id
+                 FROM unnest(%(user_ids)s::bigint[], %(quotas)s::int[]) AS quota(user_id, n),
+              LATERAL (SELECT id FROM jobs
+                        WHERE status = 'scheduled' AND user_id = quota.user_id
+                          AND due_at <= now()
+                        ORDER BY due_at, id LIMIT quota.n) AS picked))
+       AND jobs.status = 'scheduled'
  RETURNING jobs.id, jobs.user_id, jobs.attempts, jobs.due_at, jobs.dispatched_at
 """
 

@@ -14,6 +14,15 @@ from jobsvc.jobs.store import from_jsonb
 from scheduler_worker import queries
 from scheduler_worker.errors import ShardFenced
 
+# Seconds a fenced transaction may sit idle (the client between statements) before
+# PostgreSQL ends it. Each write holds the lease row FOR SHARE, so a paused owner (SIGSTOP,
+# a GC pause, a stopped VM) would otherwise keep the next owner's ACQUIRE_LEASE waiting
+# until it resumed. Shorter than the ZooKeeper session timeout (JOBSVC_ZK_SESSION_TIMEOUT_
+# SECONDS, 4-5 s), so the lock is gone by the time another worker is given the shard. Our
+# statements follow each other within milliseconds; only fail_abandoned waits longer (it
+# publishes inside the transaction) and extends the limit by its publish timeout.
+IDLE_IN_TRANSACTION_TIMEOUT = 2.0
+
 
 @dataclass(frozen=True)
 class ClaimedJob:
@@ -60,6 +69,11 @@ class ShardStore:
             cursor.execute(queries.COUNT_IN_FLIGHT)
             return cursor.fetchone()[0]
 
+    def due_backlog(self) -> int:
+        with self._cursor() as cursor:
+            cursor.execute(queries.COUNT_DUE)
+            return cursor.fetchone()[0]
+
     def due_users(self) -> list[int]:
         with self._cursor() as cursor:
             cursor.execute(queries.DUE_USERS)
@@ -97,14 +111,21 @@ class ShardStore:
             return SweepResult(unclaimed=unclaimed, abandoned=cursor.rowcount)
 
     def fail_abandoned(
-        self, *, epoch: int, dead_letter: Callable[[list[AbandonedJob]], bool], limit: int = 500
+        self,
+        *,
+        epoch: int,
+        dead_letter: Callable[[list[AbandonedJob]], bool],
+        dead_letter_timeout: float = 30.0,
+        limit: int = 500,
     ) -> int:
         """Fail dead executors' jobs that have no attempts left, dead-lettering them first.
 
-        The rows stay locked while ``dead_letter`` publishes; if it fails, nothing changes
-        and the next sweep tries again.
+        The rows stay locked while ``dead_letter`` publishes (for at most
+        ``dead_letter_timeout`` seconds); if it fails, nothing changes and the next sweep
+        tries again.
         """
-        with self._fenced(epoch) as cursor:
+        idle_timeout = IDLE_IN_TRANSACTION_TIMEOUT + dead_letter_timeout
+        with self._fenced(epoch, idle_timeout=idle_timeout) as cursor:
             cursor.execute(queries.ABANDONED_EXHAUSTED, {"limit": limit})
             jobs = [
                 replace(
@@ -129,9 +150,14 @@ class ShardStore:
         return connections[self.alias].cursor()
 
     @contextmanager
-    def _fenced(self, epoch: int) -> Iterator:
-        """A transaction that holds the lease row shared and proceeds only under ``epoch``."""
+    def _fenced(self, epoch: int, *, idle_timeout: float = IDLE_IN_TRANSACTION_TIMEOUT) -> Iterator:
+        """A transaction that holds the lease row shared and proceeds only under ``epoch``.
+
+        PostgreSQL ends it if it sits idle for ``idle_timeout`` seconds (see
+        IDLE_IN_TRANSACTION_TIMEOUT); the caller then gets a DatabaseError.
+        """
         with transaction.atomic(using=self.alias), self._cursor() as cursor:
+            cursor.execute(queries.LIMIT_IDLE_TRANSACTION, {"ms": round(idle_timeout * 1000)})
             cursor.execute(queries.LOCK_LEASE, {"shard_id": self.shard_id})
             row = cursor.fetchone()
             current = None if row is None else row[0]

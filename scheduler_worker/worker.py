@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Sequence
 
 from django.db import connections
 
@@ -19,12 +20,63 @@ from coordination.client import connect
 from coordination.shard_ownership import ShardOwnership
 from jobsvc.messaging.producer import BatchProducer
 from jobsvc.sharding.shards import shard_alias
+from scheduler_worker import metrics
 from scheduler_worker.dispatcher import DispatchConfig, ShardDispatcher
 from scheduler_worker.shard_store import ShardStore
 
 logger = logging.getLogger(__name__)
 
 _DISPATCHER_STOP_TIMEOUT = 30.0  # seconds a dispatcher may take to finish its round
+
+
+class _RenewingProducer:
+    """The worker's BatchProducer, replaced by a new one when it stops working.
+
+    An idempotent producer can get stuck for good when the broker loses its state (a
+    restarted in-memory broker no longer knows the producer id): every later call raises a
+    fatal error, or every message fails or times out. So a producer that raises is replaced
+    at once, and one that fails a whole batch is replaced at most every RENEW_INTERVAL (while
+    the broker is simply down, every batch fails too, and a new producer does no harm).
+    Failed batches are reported unacknowledged, so the dispatcher makes their jobs due
+    again; a message the broker did take becomes a duplicate, which the executor drops.
+    """
+
+    RENEW_INTERVAL = 5.0  # seconds between replacements of a producer failing whole batches
+
+    def __init__(self, make: Callable[[], BatchProducer]) -> None:
+        self._make = make
+        self._current = make()
+        self._renewed_at = time.monotonic()
+        self._lock = threading.Lock()
+
+    def publish(
+        self, topic: str, messages: Sequence[tuple[bytes, bytes]], *, timeout: float
+    ) -> list[int]:
+        producer = self._current
+        try:
+            failed = producer.publish(topic, messages, timeout=timeout)
+        except Exception:
+            logger.exception("publishing %d messages to %s raised", len(messages), topic)
+            self._renew(producer, at_once=True)
+            return list(range(len(messages)))
+        if messages and len(failed) == len(messages):
+            self._renew(producer, at_once=False)
+        return failed
+
+    def close(self) -> None:
+        self._current.close()
+
+    def _renew(self, producer: BatchProducer, *, at_once: bool) -> None:
+        with self._lock:
+            if self._current is not producer:
+                return  # another dispatcher replaced it already
+            if not at_once and time.monotonic() - self._renewed_at < self.RENEW_INTERVAL:
+                return
+            logger.warning(
+                "replacing the Kafka producer: %s", "it raised" if at_once else "a batch failed"
+            )
+            self._current = self._make()
+            self._renewed_at = time.monotonic()
 
 
 class SchedulerWorker:
@@ -51,7 +103,7 @@ class SchedulerWorker:
         self._dispatchers: dict[int, ShardDispatcher] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._producer: BatchProducer | None = None
+        self._producer: _RenewingProducer | None = None
 
     def stop(self) -> None:
         """Ask the worker to shut down; safe from a signal handler, idempotent."""
@@ -62,8 +114,13 @@ class SchedulerWorker:
             return sorted(self._dispatchers)
 
     def run(self) -> None:
-        self._producer = BatchProducer(
-            bootstrap=self.kafka_bootstrap, client_id=f"scheduler-{self.worker_id}"
+        metrics.SHARDS_CONFIGURED.set(len(self.shard_ids))
+        for shard_id in self.shard_ids:
+            metrics.SHARD_OWNED.labels(str(shard_id)).set(0)
+        self._producer = _RenewingProducer(
+            lambda: BatchProducer(
+                bootstrap=self.kafka_bootstrap, client_id=f"scheduler-{self.worker_id}"
+            )
         )
         client = connect(
             self.zk_hosts, session_timeout=self.zk_session_timeout, connect_timeout=30.0
@@ -114,6 +171,8 @@ class SchedulerWorker:
             previous.stop()
             previous.join(_DISPATCHER_STOP_TIMEOUT)
         dispatcher.start()
+        metrics.SHARD_OWNED.labels(str(shard_id)).set(1)
+        metrics.OWNERSHIP_CHANGES.labels("acquired").inc()
         logger.info("shard %s acquired", shard_id, extra={"shard": shard_id, "action": "own"})
 
     def _on_released(self, shard_id: int) -> None:
@@ -124,6 +183,8 @@ class SchedulerWorker:
         dispatcher.stop()
         if not dispatcher.join(_DISPATCHER_STOP_TIMEOUT):
             logger.error("shard %s: dispatcher did not stop in time", shard_id)
+        metrics.SHARD_OWNED.labels(str(shard_id)).set(0)
+        metrics.OWNERSHIP_CHANGES.labels("released").inc()
         logger.info("shard %s released", shard_id, extra={"shard": shard_id, "action": "release"})
 
     def _on_suspended(self) -> None:
@@ -146,3 +207,5 @@ class SchedulerWorker:
             dispatcher = self._dispatchers.get(shard_id)
         if dispatcher is not None:
             dispatcher.stop()
+        metrics.SHARD_OWNED.labels(str(shard_id)).set(0)
+        metrics.OWNERSHIP_CHANGES.labels("fenced").inc()

@@ -9,7 +9,9 @@ import socket
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+from prometheus_client import start_http_server
 
+from jobsvc.logs import WORKER_ID_ENV
 from jobsvc.sharding.shards import shard_ids
 from scheduler_worker.dispatcher import DispatchConfig
 from scheduler_worker.worker import SchedulerWorker
@@ -32,6 +34,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options) -> None:
+        os.environ[WORKER_ID_ENV] = options["worker_id"]  # stamped on every log record
         worker = SchedulerWorker(
             worker_id=options["worker_id"],
             shard_ids=list(shard_ids()),
@@ -51,6 +54,8 @@ class Command(BaseCommand):
             ),
             weight_refresh_seconds=settings.SCHEDULER_WEIGHT_REFRESH,
         )
+        if settings.SCHEDULER_METRICS_PORT:
+            start_http_server(settings.SCHEDULER_METRICS_PORT)
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: worker.stop())
         worker.run()

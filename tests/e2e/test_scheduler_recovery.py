@@ -1,0 +1,82 @@
+"""The broker loses every message (a restart of the in-memory Tansu broker): the sweeper
+makes the lost jobs due again and each still runs exactly once.
+
+The test has a broker of its own, so restarting it cannot disturb the shared one.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+from deploy.localstack.kafka import KafkaBroker
+from deploy.localstack.ports import free_port
+from deploy.localstack.stack import new_stack_dir
+from jobsvc.messaging.topics import TopicSpec, ensure_topics
+from tests.e2e.conftest import JOBS_PARTITIONS
+from tests.e2e.jobs import all_jobs, create, due_in, spec, status_counts
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+
+JOBS = 60
+QUEUED_TIMEOUT = "3"  # seconds before an unclaimed job is dispatched again
+
+
+@pytest.fixture
+def broker() -> Iterator[KafkaBroker]:
+    root = new_stack_dir("jobsvc-broker-")
+    server = KafkaBroker(root=root / "kafka", port=free_port())
+    server.start()
+    yield server
+    server.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def create_topics(broker: KafkaBroker, messaging) -> None:
+    ensure_topics(
+        bootstrap=broker.bootstrap,
+        topics=[
+            TopicSpec(messaging.jobs_topic, JOBS_PARTITIONS, 1),
+            TopicSpec(messaging.dead_letter_topic, 1, 1),
+        ],
+    )
+
+
+def test_jobs_lost_with_the_brokers_messages_are_dispatched_again_and_run_once(
+    broker, make_user, start_worker, receiver, messaging
+):
+    # ``broker`` comes first so that it is stopped last, after the workers using it.
+    create_topics(broker, messaging)
+    env = {
+        "JOBSVC_KAFKA_BOOTSTRAP": broker.bootstrap,
+        "JOBSVC_SCHEDULER_QUEUED_TIMEOUT_SECONDS": QUEUED_TIMEOUT,
+    }
+    user = make_user()
+    scheduler = start_worker("scheduler", "scheduler-a", env=env)
+    ids: list[str] = []
+    for _ in range(JOBS // 10):  # bulks of 10 land on random shards
+        job = spec(due=due_in(0), handler="http", params={"url": receiver.url})
+        ids += create(user.pk, [job] * 10)
+    wait_until(
+        lambda: status_counts()["queued"] == JOBS,
+        timeout=30,
+        what="every job is published (no executor runs yet)",
+    )
+    first_dispatch = {job.id: job.dispatched_at for job in all_jobs()}
+
+    broker.restart()  # memory storage: every topic and message is gone
+    create_topics(broker, messaging)
+    start_worker("executor", "executor-a", env=env)
+
+    wait_until(lambda: status_counts()["succeeded"] == JOBS, timeout=60, what="every job succeeded")
+    deliveries = receiver.count_by_job()
+    assert set(deliveries) == set(ids)
+    assert set(deliveries.values()) == {1}, "a job ran more than once"
+    jobs = all_jobs()
+    assert all(job.dispatched_at > first_dispatch[job.id] for job in jobs), "dispatched again"
+    # A second attempt is only ever the http handler's retry of a failed request.
+    assert all(job.attempts == 1 + len(job.attempt_errors) for job in jobs)
+    assert "unclaimed" in scheduler.log(), "the sweeper made the lost jobs due again"

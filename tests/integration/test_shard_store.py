@@ -1,0 +1,413 @@
+"""ShardStore against a real shard: the lease epoch fences every write, claims follow the
+quotas and the due order, and the sweeper recovers jobs stuck between states.
+
+Tests commit (``transaction=True``) as the scheduler does, so ``now()`` moves between
+statements; times are therefore compared with margins of minutes, never exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+from django.db import DatabaseError, connections
+from django.utils import timezone
+
+from jobsvc.jobs import store
+from jobsvc.jobs.models import Job, ShardLease
+from jobsvc.jobs.specs import JobSpec
+from jobsvc.sharding.ids import new_job_id
+from jobsvc.sharding.shards import shard_alias
+from scheduler_worker import queries
+from scheduler_worker.errors import ShardFenced
+from scheduler_worker.shard_store import IDLE_IN_TRANSACTION_TIMEOUT, AbandonedJob, ShardStore
+
+pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+
+SHARD = 2
+ALIAS = shard_alias(SHARD)
+QUEUED_TIMEOUT = 90.0  # seconds a claimed job's lease lasts in these tests
+EXPIRED = timedelta(minutes=-1)  # a lease that ran out a minute ago
+VALID = timedelta(hours=1)  # a lease with an hour left
+
+
+@pytest.fixture
+def shard() -> ShardStore:
+    shard_store = ShardStore(alias=ALIAS, shard_id=SHARD)
+    yield shard_store
+    shard_store.close()
+
+
+def _jobs(
+    user_id: int,
+    *due_in_minutes: float,
+    status: str = "scheduled",
+    attempts: int = 0,
+    max_attempts: int = 3,
+    lease: timedelta | None = None,
+) -> list[str]:
+    """Insert one job per due time (minutes from now, negative: overdue); return their ids."""
+    now = timezone.now()
+    rows = []
+    for minutes in due_in_minutes:
+        spec = JobSpec(
+            message=f"due in {minutes} min",
+            execute_at=now + timedelta(minutes=minutes),
+            max_attempts=max_attempts,
+            timeout_seconds=30.0,
+            handler="http",
+            handler_params={"url": "https://example.com/hook"},
+        )
+        job_id = new_job_id(shard_id=SHARD, at=now)
+        rows.append(
+            store.new_job_row(job_id=job_id, user_id=user_id, spec=spec, shard_id=SHARD, now=now)
+        )
+    store.insert_jobs(ALIAS, rows)
+    ids = [row.id for row in rows]
+    if status != "scheduled" or attempts:
+        Job.objects.using(ALIAS).filter(pk__in=ids).update(
+            status=status,
+            attempts=attempts,
+            lease_expires_at=None if lease is None else now + lease,
+        )
+    return ids
+
+
+def _snapshot() -> list[tuple]:
+    return list(
+        Job.objects.using(ALIAS)
+        .order_by("pk")
+        .values_list(
+            "pk", "status", "due_at", "attempts", "dispatch_epoch", "lease_expires_at", "updated_at"
+        )
+    )
+
+
+def _job(job_id: str) -> Job:
+    return Job.objects.using(ALIAS).get(pk=job_id)
+
+
+# --- the lease ------------------------------------------------------------------------
+
+
+def test_acquiring_the_lease_bumps_the_epoch_and_records_the_owner(shard):
+    first = shard.acquire_lease(owner="worker-a")
+    second = shard.acquire_lease(owner="worker-b")
+
+    assert second == first + 1
+    lease = ShardLease.objects.using(ALIAS).get(pk=SHARD)
+    assert (lease.epoch, lease.owner) == (second, "worker-b")
+    assert lease.acquired_at is not None
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        pytest.param(
+            lambda shard, epoch, ids: shard.claim(
+                epoch=epoch, quotas={7: 10}, queued_timeout=QUEUED_TIMEOUT
+            ),
+            id="claim",
+        ),
+        pytest.param(
+            lambda shard, epoch, ids: shard.release(epoch=epoch, job_ids=ids["queued"]),
+            id="release",
+        ),
+        pytest.param(lambda shard, epoch, ids: shard.sweep(epoch=epoch), id="sweep"),
+        pytest.param(
+            lambda shard, epoch, ids: shard.fail_abandoned(epoch=epoch, dead_letter=lambda _: True),
+            id="fail_abandoned",
+        ),
+    ],
+)
+def test_a_write_under_an_old_epoch_is_fenced_and_changes_nothing(shard, write):
+    old = shard.acquire_lease(owner="worker-a")
+    ids = {
+        "due": _jobs(7, -3, -2, -1),
+        "queued": _jobs(7, -5, status="queued", lease=EXPIRED),
+        "running": _jobs(7, -5, status="running", attempts=1, lease=EXPIRED),
+        "exhausted": _jobs(7, -5, status="running", attempts=3, max_attempts=3, lease=EXPIRED),
+    }
+    Job.objects.using(ALIAS).filter(pk__in=ids["queued"]).update(dispatch_epoch=old)
+    shard.acquire_lease(owner="worker-b")
+    before = _snapshot()
+
+    with pytest.raises(ShardFenced):
+        write(shard, old, ids)
+
+    assert _snapshot() == before
+
+
+def test_every_write_is_fenced_while_no_lease_was_taken(shard):
+    _jobs(7, -1)
+    before = _snapshot()
+
+    with pytest.raises(ShardFenced):
+        shard.claim(epoch=1, quotas={7: 10}, queued_timeout=QUEUED_TIMEOUT)
+
+    assert _snapshot() == before
+
+
+def test_a_new_owner_does_not_release_jobs_the_old_owner_claimed(shard):
+    old = shard.acquire_lease(owner="worker-a")
+    [job_id] = _jobs(7, -1)
+    shard.claim(epoch=old, quotas={7: 1}, queued_timeout=QUEUED_TIMEOUT)
+    new = shard.acquire_lease(owner="worker-b")
+
+    assert shard.release(epoch=new, job_ids=[job_id]) == 0
+    assert _job(job_id).status == "queued"
+
+
+# --- claims ---------------------------------------------------------------------------
+
+
+def test_claim_takes_each_users_oldest_due_jobs_up_to_its_quota(shard):
+    epoch = shard.acquire_lease(owner="worker-a")
+    # Created newest-due first, so id order and due order disagree.
+    heavy = _jobs(1, -1, -2, -3, -4, -5)
+    heavy_future = _jobs(1, 10, 20)
+    light = _jobs(2, -30, -20, -10)
+    unallocated = _jobs(3, -60, -50)
+
+    claimed = shard.claim(epoch=epoch, quotas={1: 3, 2: 5, 3: 0}, queued_timeout=QUEUED_TIMEOUT)
+
+    assert Counter(job.user_id for job in claimed) == {1: 3, 2: 3}
+    assert {job.job_id for job in claimed} == {*heavy[2:], *light}
+    oldest_due = [job.due_at for job in claimed if job.user_id == 1]
+    assert max(oldest_due) < min(_job(job_id).due_at for job_id in heavy[:2])
+    for job_id in heavy[:2] + heavy_future + unallocated:
+        assert _job(job_id).status == "scheduled"
+    now = timezone.now()
+    for job in claimed:
+        stored = _job(job.job_id)
+        assert (stored.status, stored.dispatch_epoch, job.attempts) == ("queued", epoch, 0)
+        assert stored.dispatched_at == job.dispatched_at
+        assert job.due_at == stored.due_at <= job.dispatched_at <= now
+        assert stored.lease_expires_at == pytest.approx(
+            job.dispatched_at + timedelta(seconds=QUEUED_TIMEOUT), abs=timedelta(seconds=1)
+        )
+
+
+def test_claim_never_takes_a_job_before_it_is_due(shard):
+    epoch = shard.acquire_lease(owner="worker-a")
+    future = _jobs(1, 1, 5, 60)
+
+    assert shard.claim(epoch=epoch, quotas={1: 100}, queued_timeout=QUEUED_TIMEOUT) == []
+    assert {_job(job_id).status for job_id in future} == {"scheduled"}
+
+
+def test_claim_skips_jobs_that_are_no_longer_scheduled(shard):
+    epoch = shard.acquire_lease(owner="worker-a")
+    _jobs(1, -5, status="queued", lease=VALID)
+    _jobs(1, -4, status="running", attempts=1, lease=VALID)
+    _jobs(1, -3, status="cancelled")
+    [due] = _jobs(1, -1)
+
+    claimed = shard.claim(epoch=epoch, quotas={1: 10}, queued_timeout=QUEUED_TIMEOUT)
+
+    assert [job.job_id for job in claimed] == [due]
+
+
+# --- due users ------------------------------------------------------------------------
+
+
+def test_due_users_are_exactly_the_users_with_due_scheduled_jobs(shard):
+    _jobs(11, -10, -1)
+    _jobs(12, 1, 30)  # only future jobs
+    _jobs(13, -1, 5)
+    _jobs(14, -10, status="queued", lease=VALID)  # overdue, but already dispatched
+    _jobs(15, -10, status="running", attempts=1, lease=VALID)
+    _jobs(16, -10, status="succeeded")
+    _jobs(17, -10, status="cancelled")
+    _jobs(18, 1440)
+
+    assert shard.due_users() == [11, 13]
+
+
+def test_due_users_is_one_index_probe_per_user_however_many_jobs_are_due(shard):
+    heavy_backlog = 5000
+    _jobs(21, *([-1] * heavy_backlog))
+    for user_id in (22, 23, 24):
+        _jobs(user_id, -1, 1)
+    with connections[ALIAS].cursor() as cursor:
+        cursor.execute("ANALYZE jobs")
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {queries.DUE_USERS}")
+        [[plan]] = cursor.fetchall()
+    scans = _scans_of_jobs(json.loads(plan) if isinstance(plan, str) else plan)
+
+    assert scans, "the plan reads the jobs table"
+    assert {scan["Node Type"] for scan in scans} <= {"Index Scan", "Index Only Scan"}
+    assert {scan["Index Name"] for scan in scans} == {"jobs_due_by_user_idx"}
+    # One row per probe (LIMIT 1): four users with scheduled jobs, plus the probe that
+    # finds no next user. The heavy user's 5,000 jobs are never read.
+    rows_read = sum(scan["Actual Rows"] * scan["Actual Loops"] for scan in scans)
+    assert rows_read <= 5
+
+
+def test_claim_reads_only_the_jobs_it_takes_however_many_are_due(shard):
+    epoch = shard.acquire_lease(owner="worker-a")
+    _jobs(21, *([-1] * 5000))
+    with connections[ALIAS].cursor() as cursor:
+        cursor.execute("ANALYZE jobs")
+        cursor.execute(
+            f"EXPLAIN (FORMAT JSON) {queries.CLAIM_FOR_DISPATCH}",
+            {"epoch": epoch, "user_ids": [21], "quotas": [500], "queued_timeout": 60.0},
+        )
+        [[plan]] = cursor.fetchall()
+    scans = _scans_of_jobs(json.loads(plan) if isinstance(plan, str) else plan)
+
+    # The due jobs are found in the due index, then updated by primary-key lookups: no
+    # scan of the whole table, whatever the planner estimates for LIMIT quota.n.
+    assert {scan["Node Type"] for scan in scans} <= {"Index Scan", "Index Only Scan"}
+    assert {scan["Index Name"] for scan in scans} == {"jobs_due_by_user_idx", "jobs_pkey"}
+
+
+def _scans_of_jobs(plan) -> list[dict]:
+    nodes = plan if isinstance(plan, list) else [plan]
+    found = []
+    while nodes:
+        node = nodes.pop()
+        node = node.get("Plan", node)
+        if node.get("Relation Name") == "jobs" and node["Node Type"].endswith("Scan"):
+            found.append(node)
+        nodes.extend(node.get("Plans", []))
+    return found
+
+
+# --- the sweeper ----------------------------------------------------------------------
+
+
+def test_sweep_makes_queued_jobs_whose_lease_expired_due_again(shard):
+    epoch = shard.acquire_lease(owner="worker-a")
+    [lost] = _jobs(1, -5, status="queued", lease=EXPIRED)
+    [waiting] = _jobs(1, -5, status="queued", lease=VALID)
+
+    result = shard.sweep(epoch=epoch)
+
+    assert (result.unclaimed, result.abandoned) == (1, 0)
+    job = _job(lost)
+    assert (job.status, job.lease_expires_at, job.attempts) == ("scheduled", None, 0)
+    assert _job(waiting).status == "queued"
+    assert lost in {
+        job.job_id
+        for job in shard.claim(epoch=epoch, quotas={1: 10}, queued_timeout=QUEUED_TIMEOUT)
+    }
+
+
+def test_sweep_makes_abandoned_running_jobs_due_again_while_attempts_remain(shard):
+    epoch = shard.acquire_lease(owner="worker-a")
+    [abandoned] = _jobs(1, -5, status="running", attempts=1, max_attempts=3, lease=EXPIRED)
+    [alive] = _jobs(1, -5, status="running", attempts=1, max_attempts=3, lease=VALID)
+    [exhausted] = _jobs(1, -5, status="running", attempts=3, max_attempts=3, lease=EXPIRED)
+    before = timezone.now()
+
+    result = shard.sweep(epoch=epoch)
+
+    assert (result.unclaimed, result.abandoned) == (0, 1)
+    job = _job(abandoned)
+    assert (job.status, job.attempts, job.lease_expires_at) == ("scheduled", 1, None)
+    assert job.due_at >= before - timedelta(seconds=1)
+    assert job.last_error == queries.LOST_ATTEMPT_ERROR
+    assert [(e["attempt"], e["error"]) for e in job.attempt_errors] == [
+        (1, queries.LOST_ATTEMPT_ERROR)
+    ]
+    assert _job(alive).status == "running"
+    assert _job(exhausted).status == "running"  # fail_abandoned's business, not sweep's
+
+
+def test_fail_abandoned_dead_letters_exhausted_jobs_then_fails_them(shard):
+    epoch = shard.acquire_lease(owner="worker-a")
+    [exhausted] = _jobs(5, -5, status="running", attempts=3, max_attempts=3, lease=EXPIRED)
+    [retryable] = _jobs(5, -5, status="running", attempts=1, max_attempts=3, lease=EXPIRED)
+    letters: list[list[AbandonedJob]] = []
+
+    def dead_letter(jobs: list[AbandonedJob]) -> bool:
+        letters.append(jobs)
+        return True
+
+    assert shard.fail_abandoned(epoch=epoch, dead_letter=dead_letter) == 1
+
+    [[letter]] = letters
+    assert (letter.job_id, letter.user_id, letter.attempts, letter.max_attempts) == (
+        exhausted,
+        5,
+        3,
+        3,
+    )
+    assert letter.handler_params == {"url": "https://example.com/hook"}
+    assert letter.attempt_errors == []
+    job = _job(exhausted)
+    assert (job.status, job.lease_expires_at, job.last_error) == (
+        "failed",
+        None,
+        queries.LOST_ATTEMPT_ERROR,
+    )
+    assert job.finished_at is not None
+    assert [e["attempt"] for e in job.attempt_errors] == [3]
+    assert _job(retryable).status == "running"
+
+
+def test_fail_abandoned_changes_nothing_when_the_dead_letter_is_not_acknowledged(shard):
+    epoch = shard.acquire_lease(owner="worker-a")
+    _jobs(5, -5, status="running", attempts=3, max_attempts=3, lease=EXPIRED)
+    before = _snapshot()
+
+    assert shard.fail_abandoned(epoch=epoch, dead_letter=lambda jobs: False) == 0
+    assert _snapshot() == before
+    assert shard.fail_abandoned(epoch=epoch, dead_letter=lambda jobs: True) == 1
+
+
+def test_an_owner_frozen_inside_a_write_does_not_keep_the_next_owner_out(shard):
+    """A paused process (SIGSTOP, GC, a stopped VM) inside a fenced write holds the lease row
+    FOR SHARE; PostgreSQL ends its idle transaction so the next owner can take the shard."""
+    old = shard.acquire_lease(owner="worker-a")
+    [job_id] = _jobs(7, -1)
+    inside, unfreeze = threading.Event(), threading.Event()
+    frozen_outcome: list[BaseException | None] = []
+
+    def frozen_owner() -> None:
+        try:
+            with shard._fenced(old) as cursor:
+                cursor.execute(
+                    queries.CLAIM_FOR_DISPATCH,
+                    {
+                        "epoch": old,
+                        "user_ids": [7],
+                        "quotas": [1],
+                        "queued_timeout": 60.0,
+                    },
+                )
+                inside.set()
+                unfreeze.wait()  # the process is stopped here, between statements
+            frozen_outcome.append(None)
+        except DatabaseError as exc:
+            frozen_outcome.append(exc)
+        finally:
+            connections.close_all()
+
+    frozen = threading.Thread(target=frozen_owner)
+    frozen.start()
+    assert inside.wait(10)
+    acquired: list[int] = []
+
+    def next_owner() -> None:
+        try:
+            acquired.append(ShardStore(alias=ALIAS, shard_id=SHARD).acquire_lease(owner="worker-b"))
+        finally:
+            connections.close_all()
+
+    taker = threading.Thread(target=next_owner)
+    taker.start()
+    taker.join(IDLE_IN_TRANSACTION_TIMEOUT + 5)
+    acquired_while_frozen = list(acquired)
+    unfreeze.set()
+    frozen.join(10)
+    taker.join(10)
+
+    assert acquired_while_frozen == [old + 1], "the next owner waited for the frozen one"
+    [outcome] = frozen_outcome
+    assert isinstance(outcome, DatabaseError), "the frozen owner's claim was rolled back"
+    assert _job(job_id).status == "scheduled"
