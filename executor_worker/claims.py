@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -58,6 +58,35 @@ class ClaimStore:
             cursor.execute(queries.CLAIM, params)
             return [_attempt(row) for row in cursor.fetchall()]
 
+    def claim_succeeded(
+        self, requests: Sequence[tuple[str, int]], *, handlers: Sequence[str]
+    ) -> list[Attempt]:
+        """Start the startable pairs whose job has one of ``handlers``, already succeeded.
+
+        Only inside a transaction that runs those handlers before it commits (and
+        ``reopen``s the attempts whose handler failed).
+        """
+        if not requests or not handlers:
+            return []
+        params = {
+            "job_ids": [job_id for job_id, _ in requests],
+            "attempts": [attempt for _, attempt in requests],
+            "handlers": list(handlers),
+        }
+        with connections[self.alias].cursor() as cursor:
+            cursor.execute(queries.CLAIM_SUCCEEDED, params)
+            return [_attempt(row) for row in cursor.fetchall()]
+
+    def reopen(self, attempts: Sequence[Attempt]) -> None:
+        """Make attempts from ``claim_succeeded`` running, as ``claim`` would have."""
+        params = {
+            "grace": self.lease_grace_seconds,
+            "job_ids": [a.job_id for a in attempts],
+            "attempts": [a.attempt for a in attempts],
+        }
+        with connections[self.alias].cursor() as cursor:
+            cursor.execute(queries.REOPEN, params)
+
     def record(self, outcomes: Sequence[Outcome]) -> None:
         """Write every outcome in one transaction (one commit per shard and batch)."""
         succeeded = [o for o in outcomes if o.succeeded]
@@ -83,13 +112,35 @@ class ClaimStore:
 
 
 def _attempt(row: tuple) -> Attempt:
-    attempt = Attempt(*row)
-    # Django's psycopg setup hands jsonb columns of raw queries back as text.
-    return replace(
-        attempt,
-        handler_params=from_jsonb(attempt.handler_params),
-        attempt_errors=from_jsonb(attempt.attempt_errors),
+    (job_id, user_id, shard_id, attempt, max_attempts, timeout, handler, params, message,
+     execute_at, due_at, created_at, errors) = row  # fmt: skip
+    return Attempt(
+        job_id=job_id,
+        user_id=user_id,
+        shard_id=shard_id,
+        attempt=attempt,
+        max_attempts=max_attempts,
+        timeout_seconds=timeout,
+        handler=handler,
+        handler_params=_jsonb(params),
+        message=message,
+        execute_at=execute_at,
+        due_at=due_at,
+        created_at=created_at,
+        attempt_errors=_jsonb(errors),
     )
+
+
+def _jsonb(value: Any) -> Any:
+    """A jsonb column of a raw query: Django's psycopg setup hands it back as text.
+
+    Most jobs have no parameters and no errors yet: those skip the JSON parser.
+    """
+    if value == "{}":
+        return {}
+    if value == "[]":
+        return []
+    return from_jsonb(value)
 
 
 def _keys(outcomes: Sequence[Outcome]) -> dict[str, list]:

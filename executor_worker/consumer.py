@@ -89,26 +89,45 @@ class JobConsumer:
                 if error.code() != KafkaError._PARTITION_EOF:
                     logger.warning("consumer error: %s", error)
                 continue
-            received = Received(message.partition(), message.offset(), message.value())
-            with self._lock:
-                self._progress.setdefault(received.partition, _PartitionProgress()).receive(
-                    received.offset
-                )
-            batch.append(received)
+            batch.append(Received(message.partition(), message.offset(), message.value()))
+        with self._lock:
+            for received in batch:
+                progress = self._progress.get(received.partition)
+                if progress is None:
+                    progress = self._progress[received.partition] = _PartitionProgress()
+                progress.receive(received.offset)
         return batch
 
-    def handled(self, received: Received) -> None:
-        """The message's outcome is durable: its offset may be committed."""
+    def handled(self, *received: Received) -> None:
+        """These messages' outcomes are durable: their offsets may be committed.
+
+        One call for a whole batch stores each partition's new offset once.
+        """
+        commits: dict[int, int] = {}
         with self._lock:
-            progress = self._progress.get(received.partition)
-            commit_from = progress.handle(received.offset) if progress is not None else None
-        if commit_from is not None:
+            for message in received:
+                progress = self._progress.get(message.partition)
+                commit_from = progress.handle(message.offset) if progress is not None else None
+                if commit_from is not None:
+                    commits[message.partition] = commit_from
+        if commits:
+            offsets = [TopicPartition(self.topic, p, offset) for p, offset in commits.items()]
             try:
-                self._consumer.store_offsets(
-                    offsets=[TopicPartition(self.topic, received.partition, commit_from)]
-                )
-            except KafkaException as exc:  # the partition was revoked meanwhile
-                logger.info("offset %s not stored: %s", commit_from, exc)
+                self._consumer.store_offsets(offsets=offsets)
+            except KafkaException as exc:  # a partition was revoked meanwhile
+                logger.info("offsets %s not stored: %s", commits, exc)
+
+    def lag(self) -> dict[int, int]:
+        """Messages between our position and each assigned partition's end (cached ends)."""
+        lags: dict[int, int] = {}
+        try:
+            for position in self._consumer.position(self._consumer.assignment()):
+                _, high = self._consumer.get_watermark_offsets(position, cached=True)
+                if position.offset >= 0 and high >= 0:
+                    lags[position.partition] = max(0, high - position.offset)
+        except KafkaException as exc:
+            logger.debug("lag unavailable: %s", exc)
+        return lags
 
     def pause(self) -> None:
         if not self._paused:

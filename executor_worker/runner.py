@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 from executor_worker.backoff import RetryPolicy
 from executor_worker.claims import Attempt, Outcome
+from executor_worker.metrics import ATTEMPT_DURATION
 from jobsvc.handlers.base import JobContext
 from jobsvc.handlers.errors import (
-    HandlerTimeout,
     PermanentError,
     RetryableError,
     UnknownHandler,
@@ -36,6 +36,14 @@ class AttemptRunner:
         self.retry_max_delay = retry_max_delay
         self.clock = clock
 
+    def inline_handlers(self) -> list[str]:
+        """The names of the handlers that never block (``inline = True``)."""
+        return [
+            name
+            for name in self.registry.names()
+            if getattr(self.registry.get(name), "inline", False)
+        ]
+
     def runs_inline(self, attempt: Attempt) -> bool:
         """Handlers that never block (``inline = True``) skip the thread pool's overhead."""
         try:
@@ -56,13 +64,17 @@ class AttemptRunner:
 
     def run(self, attempt: Attempt, *, started: float) -> Outcome:
         """Run the attempt's handler; never raises."""
+        # A success that comes after the deadline still counts: its side effect happened,
+        # and running the job again would repeat it. (If the worker already recorded the
+        # attempt as timed out, this late outcome is ignored there.)
+        began = self.clock()
         try:
             handler = self.registry.get(attempt.handler)
             handler.handle(self.context(attempt, started=started))
         except Exception as exc:
             return self.failed(attempt, exc)
-        if self.clock() > started + attempt.timeout_seconds:
-            return self.failed(attempt, HandlerTimeout("finished after its deadline"))
+        finally:
+            ATTEMPT_DURATION.labels(attempt.handler).observe(self.clock() - began)
         return Outcome(attempt=attempt, succeeded=True)
 
     def failed(self, attempt: Attempt, error: BaseException) -> Outcome:

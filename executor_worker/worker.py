@@ -5,9 +5,11 @@ One loop thread and a pool of handler threads. Each turn of the loop:
 1. poll up to ``batch_size`` messages; consumption pauses while ``max_in_flight``
    attempts are running, so memory stays bounded however far the group lags;
 2. decode them; a malformed message is logged and acknowledged, never retried forever;
-3. claim the attempts, one statement per shard; a message whose attempt cannot be claimed
-   (duplicate, stale, cancelled job) is acknowledged and dropped;
-4. run inline handlers at once and the others in the pool;
+3. claim the attempts, one transaction per shard; a message whose attempt cannot be
+   claimed (duplicate, stale, cancelled job) is acknowledged and dropped. Inline handlers
+   (they never block) run inside that transaction: their attempts are started and marked
+   succeeded in one write, committed after the handler returned (see ``_claim``);
+4. run the other handlers in the pool;
 5. collect finished attempts and those past their deadline; publish final failures to the
    dead-letter topic (acknowledged by the broker first), record every outcome, one
    transaction per shard, and only then acknowledge their messages.
@@ -31,9 +33,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from django.db import Error as DatabaseError
-from django.db import connections
+from django.db import connections, transaction
 from django.utils import timezone
 
+from executor_worker import metrics
 from executor_worker.claims import Attempt, ClaimStore, Outcome
 from executor_worker.consumer import JobConsumer, Received
 from executor_worker.runner import AttemptRunner
@@ -46,7 +49,9 @@ from jobsvc.sharding.shards import UnknownShard, shard_alias
 logger = logging.getLogger(__name__)
 
 _POLL_TIMEOUT = 0.05  # seconds one poll waits for messages
+_OBSERVE_INTERVAL = 5.0  # seconds between refreshes of the lag and in-flight gauges
 _ERROR_BACKOFF = 0.5  # seconds after a database or broker error
+_DEADLINES_SLACK = 1000  # finished attempts the deadline heap may hold beyond 2x running
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,8 @@ class ExecutorWorker:
         self._to_record: list[tuple[Outcome, Received]] = []
         self._stores: dict[int, ClaimStore] = {}
         self.consumer: JobConsumer | None = None
+        self._inline_handlers = runner.inline_handlers()
+        self._next_observation = 0.0
 
     def stop(self) -> None:
         """Ask the worker to shut down; safe from a signal handler, idempotent."""
@@ -129,7 +136,18 @@ class ExecutorWorker:
                 len(self._running),
             )
 
+    def _observe(self) -> None:
+        """Refresh the gauges (in flight, consumer lag) every few seconds."""
+        now = time.monotonic()
+        if now < self._next_observation:
+            return
+        self._next_observation = now + _OBSERVE_INTERVAL
+        metrics.IN_FLIGHT.set(len(self._running))
+        for partition, lag in self.consumer.lag().items():
+            metrics.CONSUMER_LAG.labels(str(partition)).set(lag)
+
     def _turn(self, pool: ThreadPoolExecutor, *, accept_new: bool) -> None:
+        self._observe()
         try:
             if accept_new:
                 self._receive()
@@ -173,16 +191,68 @@ class ExecutorWorker:
         by_shard: dict[int, list[tuple[JobMessage, Received]]] = defaultdict(list)
         for message, received in self._to_claim:
             by_shard[message.shard_id].append((message, received))
+        self._to_claim = []
         for shard_id, items in by_shard.items():
-            claimed = self._store(shard_id).claim([(m.job_id, m.attempt) for m, _ in items])
-            self._to_claim = [item for item in self._to_claim if item[0].shard_id != shard_id]
+            ran, claimed, held = self._claim(shard_id, items)
+            self._to_claim.extend(held)
+            held_messages = {id(received) for _, received in held}
             started = {(a.job_id, a.attempt): a for a in claimed}
+            done: list[Received] = []
             for message, received in items:
-                attempt = started.pop((message.job_id, message.attempt), None)
-                if attempt is None:  # duplicate, stale or cancelled: nothing to run
-                    self.consumer.handled(received)
-                else:
+                key = (message.job_id, message.attempt)
+                outcome, attempt = ran.pop(key, None), started.pop(key, None)
+                if outcome is not None and outcome.succeeded:
+                    done.append(received)  # committed with the claim
+                    _observe_finished(outcome)
+                elif outcome is not None:
+                    self._to_record.append((outcome, received))
+                elif attempt is not None:
                     self._start(pool, attempt, received)
+                elif id(received) not in held_messages:  # duplicate, stale or cancelled
+                    done.append(received)
+                    metrics.JOBS_PROCESSED.labels("dropped").inc()
+            self.consumer.handled(*done)
+
+    def _pool_room(self) -> int:
+        """Attempts that may be claimed for the handler threads now.
+
+        An attempt's timeout and lease run from its claim, so claiming more than the threads
+        can start soon would let attempts time out waiting in the pool's queue: keep at
+        most one waiting attempt per thread.
+        """
+        return max(0, 2 * self.config.concurrency - len(self._running))
+
+    def _claim(
+        self, shard_id: int, items: list[tuple[JobMessage, Received]]
+    ) -> tuple[dict[tuple[str, int], Outcome], list[Attempt], list[tuple[JobMessage, Received]]]:
+        """Claim one shard's attempts in one transaction; run the inline ones inside it.
+
+        An inline handler's attempt is started and marked succeeded in one write, and the
+        handler runs before the commit: a job that never blocks costs one update, not
+        two. One that failed is made running again and returned for ``_record``. The other
+        attempts are claimed only as far as the handler threads have room (``_pool_room``);
+        the rest are held for a later turn. Returns the inline attempts' outcomes, the
+        other attempts (started) and the held messages.
+        """
+        store = self._store(shard_id)
+        requests = [(m.job_id, m.attempt) for m, _ in items]
+        with transaction.atomic(using=store.alias):
+            now = time.monotonic()
+            ran = {
+                (a.job_id, a.attempt): self.runner.run(a, started=now)
+                for a in store.claim_succeeded(requests, handlers=self._inline_handlers)
+            }
+            failed = [outcome.attempt for outcome in ran.values() if not outcome.succeeded]
+            if failed:
+                store.reopen(failed)
+            rest = [item for item in items if (item[0].job_id, item[0].attempt) not in ran]
+            room = self._pool_room()
+            claimed = store.claim([(m.job_id, m.attempt) for m, _ in rest[:room]])
+        started_at = timezone.now()
+        for attempt in [*(outcome.attempt for outcome in ran.values()), *claimed]:
+            delay = (started_at - attempt.due_at).total_seconds()
+            metrics.JOB_START_DELAY.observe(max(0.0, delay))
+        return ran, claimed, rest[room:]
 
     def _start(self, pool: ThreadPoolExecutor, attempt: Attempt, received: Received) -> None:
         now = time.monotonic()
@@ -218,6 +288,11 @@ class ExecutorWorker:
                 self._to_record.append((outcome, expired.received))
         if not self._running:
             self._deadlines.clear()
+        elif len(self._deadlines) > 2 * len(self._running) + _DEADLINES_SLACK:
+            # A finished attempt stays in the heap until its deadline; with long timeouts
+            # that is many attempts (and their messages) ago. Drop those now and then.
+            self._deadlines = [r for r in self._deadlines if self._running.get(r.key) is r]
+            heapq.heapify(self._deadlines)
 
     def _record(self) -> None:
         pending, self._to_record = self._to_record, []
@@ -238,8 +313,9 @@ class ExecutorWorker:
                 self._to_record.extend(items)
                 error = error or exc
                 continue
-            for _, received in items:
-                self.consumer.handled(received)
+            self.consumer.handled(*(received for _, received in items))
+            for outcome, _ in items:
+                _observe_finished(outcome)
         if error is not None:
             raise error
 
@@ -250,6 +326,8 @@ class ExecutorWorker:
         unacknowledged = self.producer.publish(
             self.config.dead_letter_topic, messages, timeout=self.config.publish_timeout
         )
+        if not unacknowledged:
+            metrics.JOBS_DEAD_LETTERED.inc(len(failures))
         return not unacknowledged
 
     def _store(self, shard_id: int) -> ClaimStore:
@@ -260,6 +338,20 @@ class ExecutorWorker:
             )
             self._stores[shard_id] = store
         return store
+
+
+def _observe_finished(outcome: Outcome) -> None:
+    """Count a recorded outcome; a final one also gives the job's latency."""
+    attempt = outcome.attempt
+    now = timezone.now()
+    if outcome.succeeded:
+        metrics.JOBS_PROCESSED.labels("succeeded").inc()
+    elif outcome.retry_delay is not None:
+        metrics.JOBS_PROCESSED.labels("retried").inc()
+        return
+    else:
+        metrics.JOBS_PROCESSED.labels("failed").inc()
+    metrics.JOB_LATENCY.observe(max(0.0, (now - attempt.execute_at).total_seconds()))
 
 
 def _dead_letter(outcome: Outcome) -> DeadLetter:

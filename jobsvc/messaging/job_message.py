@@ -15,12 +15,13 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from jobsvc.sharding.ids import is_job_id
+from jobsvc.sharding.ids import JOB_ID_LENGTH
 
 SCHEMA_VERSION = 1
 # The highest attempt number jobs.attempts (a PostgreSQL integer) can hold. A larger one,
-# or a job id that is not a job id (a NUL byte), would make the claim statement fail for
-# every message in its batch, again on every retry: such a message is malformed.
+# or a job id that is not 27 ASCII letters and digits (one with a NUL byte), would make
+# the claim statement fail for every message in its batch, again on every retry: such a
+# message is malformed.
 MAX_ATTEMPT = 2**31 - 1
 
 
@@ -62,7 +63,7 @@ class JobMessage:
         if not isinstance(data, dict) or data.get("v") != SCHEMA_VERSION:
             raise MalformedJobMessage(f"not a version-{SCHEMA_VERSION} job message")
         job_id = _typed(data, "job_id", str)
-        if not is_job_id(job_id):
+        if not (len(job_id) == JOB_ID_LENGTH and job_id.isascii() and job_id.isalnum()):
             raise MalformedJobMessage("job_id is not a job id")
         attempt = _typed(data, "attempt", int)
         if not 1 <= attempt <= MAX_ATTEMPT:

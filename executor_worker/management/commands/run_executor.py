@@ -8,11 +8,13 @@ import socket
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from prometheus_client import start_http_server
 
 from executor_worker.runner import AttemptRunner
 from executor_worker.worker import ExecutorConfig, ExecutorWorker
 from jobsvc.handlers.errors import HandlerConfigError
 from jobsvc.handlers.setup import registry_from_settings
+from jobsvc.logs import WORKER_ID_ENV
 from jobsvc.messaging.producer import BatchProducer
 
 
@@ -31,6 +33,7 @@ class Command(BaseCommand):
         if settings.RETRY_MAX_DELAY < settings.RETRY_BASE_DELAY:
             raise CommandError("JOBSVC_RETRY_MAX_DELAY_SECONDS is below the base delay")
         worker_id = options["worker_id"]
+        os.environ[WORKER_ID_ENV] = worker_id  # stamped on every log record
         producer = BatchProducer(
             bootstrap=settings.KAFKA_BOOTSTRAP, client_id=f"executor-{worker_id}"
         )
@@ -59,6 +62,8 @@ class Command(BaseCommand):
             ),
             producer=producer,
         )
+        if settings.EXECUTOR_METRICS_PORT:
+            start_http_server(settings.EXECUTOR_METRICS_PORT)
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: worker.stop())
         worker.run()

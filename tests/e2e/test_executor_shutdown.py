@@ -1,0 +1,161 @@
+"""Executors that die or are stopped while jobs run: no job is lost or finished twice.
+
+Timings are the e2e FAST_TIMINGS: a running lease outlives a job's timeout by 1 s, the
+sweeper looks every 0.5 s, and an executor gets 5 s to drain at SIGTERM.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+import uuid
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from django.conf import settings
+
+from deploy.bench.processes import WorkerProcess
+from scheduler_worker.queries import LOST_ATTEMPT_ERROR
+from tests.e2e.conftest import FAST_TIMINGS, JOBS_PARTITIONS, Messaging
+from tests.e2e.jobs import all_jobs, create, spec, status_counts
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+
+RUN_TIMEOUT = 30.0  # seconds for workers to start, or a lost attempt to be run again
+DRAIN_TIMEOUT = float(FAST_TIMINGS["JOBSVC_EXECUTOR_DRAIN_TIMEOUT_SECONDS"])
+
+_PARTITION_EVENT = re.compile(r"(assigned|revoking) partitions \[([\d, ]*)\]")
+
+
+def assignment(worker: WorkerProcess) -> set[int]:
+    """The partitions an executor holds now, as its log tells."""
+    held: set[int] = set()
+    for event, numbers in _PARTITION_EVENT.findall(worker.log()):
+        partitions = {int(n) for n in numbers.split(",") if n.strip()}
+        held = held | partitions if event == "assigned" else held - partitions
+    return held
+
+
+def partition_of(messaging: Messaging, job_id: str, *, timeout: float = 10.0) -> int:
+    """The jobs-topic partition a scheduler published the job's message to."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": settings.KAFKA_BOOTSTRAP,
+            "group.id": f"partition-finder-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.assign(
+            [
+                TopicPartition(messaging.jobs_topic, p, OFFSET_BEGINNING)
+                for p in range(JOBS_PARTITIONS)
+            ]
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            record = consumer.poll(0.2)
+            if record is not None and record.error() is None and record.key() == job_id.encode():
+                return record.partition()
+        raise AssertionError(f"no message of job {job_id} on {messaging.jobs_topic}")
+    finally:
+        consumer.close()
+
+
+def job(job_id: str):
+    return all_jobs(pk=job_id)[0]
+
+
+def test_a_job_whose_executor_is_killed_mid_run_runs_again_elsewhere_and_succeeds(
+    make_user, start_worker, receiver, messaging
+):
+    start_worker("scheduler", "scheduler-a")
+    executors = [start_worker("executor", name) for name in ("executor-a", "executor-b")]
+    wait_until(
+        lambda: (
+            all(assignment(e) for e in executors)
+            and assignment(executors[0]) | assignment(executors[1]) == set(range(JOBS_PARTITIONS))
+        ),
+        timeout=RUN_TIMEOUT,
+        what="both executors hold partitions",
+    )
+    user = make_user()
+    # The first delivery stalls past the job's timeout: it cannot succeed before the kill.
+    [job_id] = create(
+        user.pk, [spec(handler="http", params={"url": receiver.url}, timeout_seconds=3)]
+    )
+    receiver.stall(job_id, 5.0)
+
+    wait_until(lambda: job(job_id).status == "running", timeout=RUN_TIMEOUT, what="job started")
+    partition = partition_of(messaging, job_id)
+    [running] = [e for e in executors if partition in assignment(e)]
+    [survivor] = [e for e in executors if e is not running]
+    running.kill()
+    receiver.stall(job_id, 0.0)  # the next attempt is answered at once
+
+    wait_until(lambda: job(job_id).status == "succeeded", timeout=RUN_TIMEOUT, what="rerun")
+    wait_until(lambda: len(receiver.of(job_id)) == 2, timeout=10, what="the stalled delivery")
+
+    done = job(job_id)
+    assert done.attempts == 2
+    assert [(e["attempt"], e["error"]) for e in done.attempt_errors] == [(1, LOST_ATTEMPT_ERROR)]
+    keys = sorted(d.idempotency_key for d in receiver.of(job_id))
+    assert keys == [f"{job_id}:1", f"{job_id}:2"]
+    assert survivor.alive()
+
+
+def test_sigterm_finishes_running_jobs_and_hands_the_rest_to_the_group(
+    make_user, start_worker, receiver
+):
+    """The first executor holds at most 4 attempts; the rest wait on the topic for it."""
+    user = make_user()
+    ids = create(user.pk, [spec(handler="http", params={"url": receiver.url}) for _ in range(30)])
+    for job_id in ids:
+        receiver.stall(job_id, 0.3)
+    start_worker("scheduler", "scheduler-a")
+    first = start_worker(
+        "executor",
+        "executor-a",
+        env={"JOBSVC_EXECUTOR_MAX_IN_FLIGHT": "4", "JOBSVC_EXECUTOR_CONCURRENCY": "4"},
+    )
+    wait_until(lambda: status_counts()["running"] > 0, timeout=RUN_TIMEOUT, what="jobs running")
+
+    first.send(signal.SIGTERM)
+
+    assert first.process.wait(timeout=DRAIN_TIMEOUT + 10) == 0
+    assert "executor executor-a stopped" in first.log()
+    counts = status_counts()
+    assert counts["running"] == 0  # everything it started was finished and recorded
+    assert 0 < counts["succeeded"] < len(ids)
+    start_worker("executor", "executor-b")
+    wait_until(
+        lambda: status_counts()["succeeded"] == len(ids), timeout=RUN_TIMEOUT, what="all ran"
+    )
+    assert receiver.count_by_job() == dict.fromkeys(ids, 1)
+    assert {job.attempts for job in all_jobs()} == {1}
+
+
+def test_a_job_still_running_when_the_drain_ends_is_handed_back(make_user, start_worker, receiver):
+    user = make_user()
+    [slow] = create(
+        user.pk, [spec(handler="http", params={"url": receiver.url}, timeout_seconds=3)]
+    )
+    receiver.stall(slow, 2.0)
+    start_worker("scheduler", "scheduler-a")
+    first = start_worker(
+        "executor", "executor-a", env={"JOBSVC_EXECUTOR_DRAIN_TIMEOUT_SECONDS": "0.5"}
+    )
+    wait_until(lambda: job(slow).status == "running", timeout=RUN_TIMEOUT, what="job started")
+
+    first.send(signal.SIGTERM)
+
+    assert first.process.wait(timeout=RUN_TIMEOUT) == 0
+    assert "attempts still running at shutdown" in first.log()
+    receiver.stall(slow, 0.0)
+    start_worker("executor", "executor-b")
+    wait_until(lambda: job(slow).status == "succeeded", timeout=RUN_TIMEOUT, what="rerun")
+    assert job(slow).attempts == 2
+    wait_until(lambda: len(receiver.of(slow)) == 2, timeout=10, what="both deliveries")
+    assert sorted(d.idempotency_key for d in receiver.of(slow)) == [f"{slow}:1", f"{slow}:2"]
