@@ -4,6 +4,7 @@
 #   make run          the local stack with the API and workers (data kept in .state/)
 #   make test         lint, then pytest against a throwaway stack of real servers
 #   make lint         ruff check + ruff format --check
+#   make check-deploy docker-compose.yml, Dockerfile, Prometheus rules, Grafana dashboards (no servers)
 #   make bench        the benchmark suite on a throwaway stack (ARGS='--quick' for a short run)
 #   make clean        caches; keeps .venv and the local data
 #   make clean-state  delete .state/: ALL local data, logs and secrets (no confirmation)
@@ -21,12 +22,13 @@ PYTHON := $(VENV)/bin/python
 REQUIREMENTS_STAMP := $(VENV)/.requirements-installed
 REQUIREMENTS := $(wildcard requirements/*.txt)
 # Debian packages the stack needs: PostgreSQL server binaries, ZooKeeper (and the Java
-# runtime it runs on), and the venv module Debian ships separately from python3.
-APT_PACKAGES := postgresql zookeeper default-jre-headless python3-venv
+# runtime it runs on), the venv module Debian ships separately from python3, and
+# Prometheus (`make run` starts one; the tests run its `promtool` on the alert rules).
+APT_PACKAGES := postgresql zookeeper default-jre-headless python3-venv prometheus
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 ARGS ?=
 
-.PHONY: help bootstrap system-packages run test lint bench clean clean-state
+.PHONY: help bootstrap system-packages run test lint check-deploy bench clean clean-state
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -66,6 +68,13 @@ lint: bootstrap
 
 # Debian packages only the benchmarks need: wrk generates the API load.
 BENCH_APT_PACKAGES := wrk
+
+# The deployment files alone, without a stack or a Docker engine: tests/deploy validates
+# docker-compose.yml against the compose schema and the app's settings, runs promtool on
+# the alert rules, and checks the dashboards against the metrics contract. (`make test`
+# runs the same tests along with everything else.)
+check-deploy: bootstrap
+	JOBSVC_DEBUG=true $(PYTHON) -m pytest tests/deploy -q $(ARGS)
 
 bench: bootstrap
 	@for package in $(BENCH_APT_PACKAGES); do \

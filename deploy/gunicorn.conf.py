@@ -11,11 +11,14 @@ container image and a benchmark:
     JOBSVC_API_ACCESS_LOG      access log target, "-" for stdout (default: off)
     JOBSVC_API_LOG_LEVEL       error log level (default info)
     JOBSVC_API_CONTROL_SOCKET  gunicornc control socket path (default: no control socket)
+    JOBSVC_API_METRICS_DIR     where workers share Prometheus values (default: a temp dir)
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 
 def _int_env(name: str, default: int) -> int:
@@ -38,9 +41,9 @@ threads = _int_env("JOBSVC_API_THREADS", 4)
 keepalive = 5  # seconds an idle keep-alive connection stays open
 timeout = 30  # seconds of silence before the master restarts a stuck worker
 graceful_timeout = 20  # seconds workers get to finish in-flight requests on SIGTERM
-# Recycle workers now and then, at different times, so a slow leak never takes all at once.
-max_requests = 20000
-max_requests_jitter = 2000
+# Workers are not recycled: each recycled worker would leave its metric files behind in
+# PROMETHEUS_MULTIPROC_DIR (thousands a day at peak), and every scrape reads them all.
+max_requests = 0
 # Not preloaded: each worker opens its own database, Kafka and ZooKeeper clients after
 # the fork, never sharing a socket with the master.
 preload_app = False
@@ -59,3 +62,24 @@ if _control_socket:
     control_socket = _control_socket
 else:
     control_socket_disable = True
+
+# Prometheus metrics across worker processes: prometheus_client keeps each worker's values
+# in files under PROMETHEUS_MULTIPROC_DIR and /metrics sums them. The directory is made
+# fresh for each master, and a dead worker's gauges are dropped.
+_metrics_dir = os.environ.get("JOBSVC_API_METRICS_DIR") or tempfile.mkdtemp(
+    prefix="jobsvc-api-metrics-"
+)
+shutil.rmtree(_metrics_dir, ignore_errors=True)
+os.makedirs(_metrics_dir, exist_ok=True)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir
+os.environ["JOBSVC_METRICS_PROCESS_ROOT_PID"] = str(os.getpid())
+
+
+def child_exit(server, worker) -> None:
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server) -> None:
+    shutil.rmtree(_metrics_dir, ignore_errors=True)

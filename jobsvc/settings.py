@@ -51,6 +51,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "jobsvc.metrics.MetricsMiddleware",
     "jobsvc.api.middleware.RequestSizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -181,7 +182,8 @@ SCHEDULER_METRICS_PORT = env_int("JOBSVC_SCHEDULER_METRICS_PORT", 0, minimum=0) 
 
 EXECUTOR_GROUP_ID = env_str("JOBSVC_EXECUTOR_GROUP_ID", "jobsvc-executors")
 EXECUTOR_CONCURRENCY = env_int("JOBSVC_EXECUTOR_CONCURRENCY", 16, minimum=1)  # handler threads
-EXECUTOR_BATCH_SIZE = env_int("JOBSVC_EXECUTOR_BATCH_SIZE", 500, minimum=1)  # messages per poll
+# Messages per poll; large batches amortise the claim (one statement per shard and batch).
+EXECUTOR_BATCH_SIZE = env_int("JOBSVC_EXECUTOR_BATCH_SIZE", 2000, minimum=1)
 # Attempts one executor runs at once; consumption pauses beyond it (bounded memory).
 EXECUTOR_MAX_IN_FLIGHT = env_int("JOBSVC_EXECUTOR_MAX_IN_FLIGHT", 2000, minimum=1)
 # Added to a job's timeout to give its running lease: past it the sweeper retries the job.
@@ -278,13 +280,24 @@ STATIC_URL = "static/"
 WHITENOISE_USE_FINDERS = True
 
 LOG_LEVEL = env_str("JOBSVC_LOG_LEVEL", "INFO")
+LOG_FORMAT = env_str("JOBSVC_LOG_FORMAT", "plain")  # "plain" or "json"
+if LOG_FORMAT not in {"plain", "json"}:
+    raise ConfigError(f"JOBSVC_LOG_FORMAT must be plain or json, got {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"worker_id": {"()": "jobsvc.logs.WorkerIdFilter"}},
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(worker_id)s] %(message)s"},
+        "json": {"()": "jobsvc.logs.JsonFormatter"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["worker_id"],
+        }
+    },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"kazoo": {"level": "WARNING"}},
 }

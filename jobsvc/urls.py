@@ -2,12 +2,14 @@ from django.contrib import admin
 from django.urls import include, path
 
 from jobsvc.api.health import healthz, readyz
+from jobsvc.metrics import metrics_view
 
 urlpatterns = [
     path("api/v1/", include("jobsvc.api.urls")),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
 ]
 
 handler400 = "jobsvc.api.errors.json_400"

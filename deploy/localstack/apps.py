@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .management import command_exists, manage_argv
+from .ports import LOOPBACK, free_port
 
 logger = logging.getLogger(__name__)
 
@@ -16,6 +17,13 @@ WSGI_APP = "jobsvc.wsgi:application"
 GUNICORN_CONFIG = Path("deploy") / "gunicorn.conf.py"  # relative to the repo
 RUN_SCHEDULER = "run_scheduler"
 RUN_EXECUTOR = "run_executor"
+# ---- Metrics: what Prometheus scrapes (deploy/localstack/prometheus.py) ----------------
+# The `job` label of each kind of process, and the variable that gives a worker its port.
+SCRAPE_JOBS = {"api": "jobsvc-api", "scheduler": "jobsvc-scheduler", "executor": "jobsvc-executor"}
+METRICS_PORT_ENV = {
+    "scheduler": "JOBSVC_SCHEDULER_METRICS_PORT",
+    "executor": "JOBSVC_EXECUTOR_METRICS_PORT",
+}
 
 
 @dataclass(frozen=True)
@@ -25,6 +33,8 @@ class AppSpec:
     name: str
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)  # on top of the stack's env
+    scrape_job: str | None = None  # Prometheus job of its /metrics; None: not scraped
+    metrics_address: str | None = None  # host:port serving /metrics
 
 
 def app_specs(
@@ -48,6 +58,8 @@ def app_specs(
                 WSGI_APP,
             ),
             env={"JOBSVC_API_BIND": api_bind, "JOBSVC_API_CONTROL_SOCKET": str(control_socket)},
+            scrape_job=SCRAPE_JOBS["api"],
+            metrics_address=api_bind,
         )
     ]
     # ---- Worker processes -------------------------------------------------------------
@@ -59,7 +71,19 @@ def app_specs(
             logger.info("no `manage.py %s` yet: the stack runs without %ss", command, kind)
             continue
         specs.extend(
-            AppSpec(name=f"{kind}-{index}", argv=tuple(manage_argv(repo, command)))
+            _worker_spec(name=f"{kind}-{index}", kind=kind, argv=manage_argv(repo, command))
             for index in range(count)
         )
     return specs
+
+
+def _worker_spec(*, name: str, kind: str, argv: list[str]) -> AppSpec:
+    """A worker on a metrics port of its own (a new free one each run)."""
+    port = free_port()
+    return AppSpec(
+        name=name,
+        argv=tuple(argv),
+        env={METRICS_PORT_ENV[kind]: str(port)},
+        scrape_job=SCRAPE_JOBS[kind],
+        metrics_address=f"{LOOPBACK}:{port}",
+    )

@@ -11,7 +11,14 @@ from .stack import Stack
 RULE = "=" * 78
 
 
-def banner(*, stack: Stack, api_url: str, repo: Path, app_names: Sequence[str]) -> str:
+def banner(
+    *,
+    stack: Stack,
+    api_url: str,
+    repo: Path,
+    app_names: Sequence[str],
+    prometheus_url: str | None = None,
+) -> str:
     """The banner for a started `make run` stack whose API answers at `api_url`."""
     api = api_url.rstrip("/")
     env_file = _display(stack.root / "stack.env", repo)
@@ -27,6 +34,7 @@ def banner(*, stack: Stack, api_url: str, repo: Path, app_names: Sequence[str]) 
         f" ZooKeeper       {stack.zookeeper.address}",
         f" Kafka (Tansu)   {stack.kafka.address}  (in memory: messages do not survive a restart)",
         f" Processes       {', '.join(app_names)}",
+        _prometheus_line(prometheus_url),
         f" State           {_display(stack.root, repo)}/",
         f" Logs            {_display(stack.logs_dir, repo)}/",
         f" Environment     {env_file}",
@@ -42,6 +50,12 @@ def banner(*, stack: Stack, api_url: str, repo: Path, app_names: Sequence[str]) 
         RULE,
     ]
     return "\n".join(lines)
+
+
+def _prometheus_line(url: str | None) -> str:
+    if url is None:
+        return " Prometheus      not installed (apt-get install prometheus, then make run again)"
+    return f" Prometheus      {url}/  (alerts: {url}/alerts, targets: {url}/targets)"
 
 
 def _curl_example(api: str) -> list[str]:

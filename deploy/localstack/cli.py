@@ -38,6 +38,7 @@ from .polling import poll_until
 from .ports import LOOPBACK, free_port, port_is_free
 from .probes import http_ok
 from .process import reap_leftovers
+from .prometheus import start_local_prometheus
 from .stack import (
     MANIFEST_FILE,
     TEST_STACK_DIR_ENV,
@@ -57,7 +58,7 @@ DEFAULT_SHARDS = 4
 DEFAULT_API_PORT = 8000
 DEFAULT_WORKERS = 2  # scheduler processes, and executor processes, in `make run`
 # Ports a new state dir tries first (the services' usual ports), else any free port.
-DEFAULT_PORTS = {"postgres": 54321, "zookeeper": 2181, "kafka": 9092}
+DEFAULT_PORTS = {"postgres": 54321, "zookeeper": 2181, "kafka": 9092, "prometheus": 9090}
 API_READY_TIMEOUT = 90.0  # seconds from gunicorn's start until GET /healthz answers 200
 PYTEST_INTERRUPT_GRACE = 15.0  # seconds pytest gets to finish after a Ctrl-C, then killed
 KEEP_TEST_STACK_ENV = "JOBSVC_KEEP_TEST_STACK"
@@ -105,7 +106,9 @@ def cmd_run(options: argparse.Namespace) -> int:
         stack = build_run_stack(state, shards=shards, ports=ports, secrets=state.secrets())
         with SignalGuard() as guard:
             try:
-                return _run_until_stopped(stack, state, options, api_url)
+                return _run_until_stopped(
+                    stack, state, options, api_url, prometheus_port=ports["prometheus"]
+                )
             except Interrupted as exc:
                 logger.info("%s received: stopping the stack", exc)
                 return EXIT_OK
@@ -115,7 +118,12 @@ def cmd_run(options: argparse.Namespace) -> int:
 
 
 def _run_until_stopped(
-    stack: Stack, state: StateDir, options: argparse.Namespace, api_url: str
+    stack: Stack,
+    state: StateDir,
+    options: argparse.Namespace,
+    api_url: str,
+    *,
+    prometheus_port: int,
 ) -> int:
     stack.start()
     state.write_env_file(stack.env)
@@ -129,8 +137,20 @@ def _run_until_stopped(
     )
     for spec in specs:
         stack.start_app(spec, repo=REPO)
+    # Prometheus, when installed, scrapes the processes just started (None: not installed).
+    prometheus_url = start_local_prometheus(
+        stack, specs, root=state.root / "prometheus", repo=REPO, port=prometheus_port
+    )
     _wait_for_api(stack, api_url)
-    print(banner(stack=stack, api_url=api_url, repo=REPO, app_names=[s.name for s in specs]))
+    print(
+        banner(
+            stack=stack,
+            api_url=api_url,
+            repo=REPO,
+            app_names=[s.name for s in specs],
+            prometheus_url=prometheus_url,
+        )
+    )
     sys.stdout.flush()
     dead = stack.supervisor.watch()
     logger.error(

@@ -14,6 +14,7 @@ from jobsvc.jobs import store
 from jobsvc.jobs.models import CANCELLABLE_STATUSES, Job, JobStatus
 from jobsvc.jobs.selectors import job_get
 from jobsvc.jobs.specs import JobSpec
+from jobsvc.metrics import JOBS_CREATED
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import (
     pick_shard_for_new_jobs,
@@ -51,6 +52,7 @@ def jobs_create(
     if idempotency_key is None:
         # One INSERT (or one COPY) is atomic by itself: no BEGIN/COMMIT round trips needed.
         store.insert_jobs(alias, rows)
+        JOBS_CREATED.inc(len(rows))
         return CreateResult(jobs=rows, created=True)
     request_hash = _request_hash(specs, is_bulk=is_bulk)
     with transaction.atomic(using=alias):
@@ -66,6 +68,7 @@ def jobs_create(
         if not claimed:
             return _replay(alias, user_id, idempotency_key, request_hash)
         store.insert_jobs(alias, rows)
+    JOBS_CREATED.inc(len(rows))
     return CreateResult(jobs=rows, created=True)
 
 
