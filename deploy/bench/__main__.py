@@ -3,13 +3,13 @@
 Run it through ``make bench`` (``python -m deploy.localstack bench``), which starts a
 throwaway stack first and passes its environment in. Each scenario starts the app
 processes it needs on that stack, measures, and returns its numbers; the suite writes
-them to ``bench-results/results.json`` and a Markdown report ``bench-results/report.md``.
+them to ``bench-results/results.json`` and a Markdown report ``bench-results/report.md``
+with PNG plots next to it (``deploy/bench/report.py``, ``deploy/bench/plots.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -17,6 +17,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from deploy.bench import report
+from deploy.bench.plots import Plot, plot_scenario
 from deploy.bench.scenarios import SCENARIOS, BenchContext
 
 RESULTS_DIR = Path("bench-results")
@@ -50,17 +52,32 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {name}", flush=True)
         result = SCENARIOS[name](context)
         result["seconds"] = round(time.monotonic() - started, 1)
+        markdown = result.pop("markdown", "")
         results[name] = result
-        sections.append(f"## {name}\n\n{result.pop('markdown', '')}\n")
+        plots, notes = _plots(name, result, args.out)
+        sections.append(
+            report.section(
+                name,
+                markdown=markdown,
+                setup=result.get("setup"),
+                plots=plots,
+                seconds=result["seconds"],
+                notes=notes,
+            )
+        )
         print(sections[-1], flush=True)
-    (args.out / "results.json").write_text(json.dumps({"machine": machine, **results}, indent=2))
-    header = (
-        f"# Benchmark report\n\n{machine['date']}, {machine['cores']} cores, "
-        f"Python {machine['python']}, {machine['mode']} mode\n\n"
-    )
-    (args.out / "report.md").write_text(header + "\n".join(sections))
+        report.write(args.out, machine=machine, results=results, sections=sections)
     print(f"results in {args.out}/", flush=True)
     return 0
+
+
+def _plots(name: str, result: dict, out: Path) -> tuple[list[Plot], list[str]]:
+    """The scenario's plots; a plot that fails is a note in the report, never a lost run."""
+    try:
+        return plot_scenario(name, result, out), []
+    except Exception as exc:  # any plotting error: the numbers are still worth writing
+        print(f"plots of {name} failed: {exc!r}", flush=True)
+        return [], [f"_(plots failed: {exc!r})_"]
 
 
 if __name__ == "__main__":

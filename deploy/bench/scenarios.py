@@ -23,6 +23,48 @@ def api_create(context: BenchContext) -> dict:
     return run_against_new_api(context)
 
 
+def dispatch_throughput(context: BenchContext) -> dict:
+    from deploy.bench.dispatch import run_throughput
+
+    return run_throughput(context)
+
+
+def dispatch_batch_selection(context: BenchContext) -> dict:
+    from deploy.bench.dispatch import run_batch_selection
+
+    return run_batch_selection(context)
+
+
+def dispatch_lateness(context: BenchContext) -> dict:
+    from deploy.bench.dispatch import run_lateness
+
+    return run_lateness(context)
+
+
+def dispatch_fairness(context: BenchContext) -> dict:
+    from deploy.bench.dispatch import run_fairness
+
+    return run_fairness(context)
+
+
+def end_to_end(context: BenchContext) -> dict:
+    from deploy.bench.end_to_end import run_end_to_end
+
+    return run_end_to_end(context)
+
+
+def failover(context: BenchContext) -> dict:
+    from deploy.bench.failover import run_failover
+
+    return run_failover(context)
+
+
 SCENARIOS: dict[str, Callable[[BenchContext], dict]] = {
     "api_create": api_create,
+    "dispatch_throughput": dispatch_throughput,
+    "dispatch_batch_selection": dispatch_batch_selection,
+    "dispatch_lateness": dispatch_lateness,
+    "dispatch_fairness": dispatch_fairness,
+    "end_to_end": end_to_end,
+    "failover": failover,
 }

@@ -1,0 +1,226 @@
+"""PNG plots of the benchmark results, written next to the report (matplotlib, Agg).
+
+``plot_scenario(name, result, out)`` draws what a scenario's result holds and returns the
+plots as ``(title, file name)`` pairs for the report. Each plotter reads only keys of the
+result (so the same plots can be drawn again from ``results.json``) and draws nothing when
+they are missing. What each one reads:
+
+- ``dispatch_lateness``: ``samples_ms``, ``{series name: [milliseconds, ...]}``: raw
+  samples or evenly spaced quantiles of, e.g., ``started_at - due_at``. Drawn as CDFs.
+- ``dispatch_fairness``: ``windows`` (``[{"second", "shares": {user: share}}]``) and
+  ``ideal_shares`` (``{user: share}``): each user's share per 1-s window against its
+  weighted share.
+- ``end_to_end``: ``results[i]["finished_per_second"]`` (jobs finished in each second
+  since the workers started) with ``schedulers``, ``executors`` and ``settings``.
+- ``failover``: ``series`` (``finished_per_second``, ``started_late_ms_p99_by_due_second``),
+  ``kill_at_seconds``, ``due_over_seconds``, ``pre_kill_finished_per_second`` and
+  ``lateness_quantiles_ms``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+FIGURE_SIZE = (8.0, 4.0)  # inches
+DPI = 110  # 880 x 440 pixels: readable in a Markdown viewer, small files
+
+
+@dataclass(frozen=True)
+class Plot:
+    title: str
+    file: str  # relative to the report
+
+
+def plot_scenario(name: str, result: dict, out: Path) -> list[Plot]:
+    plotter = PLOTTERS.get(name)
+    return [] if plotter is None else plotter(result, out)
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on a server
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(figure, out: Path, file: str, title: str) -> Plot:
+    figure.tight_layout()
+    figure.savefig(out / file, dpi=DPI)
+    _pyplot().close(figure)
+    return Plot(title=title, file=file)
+
+
+def cdf_points(values: Sequence[float]) -> tuple[list[float], list[float]]:
+    """The empirical CDF: sorted values and the fraction of values at or below each."""
+    ordered = sorted(values)
+    n = len(ordered)
+    return ordered, [(k + 1) / n for k in range(n)]
+
+
+def _cdf_figure(series: dict[str, Sequence[float]], *, title: str):
+    """Left: the CDF (the body of the distribution). Right: the fraction of jobs later
+    than x on a log scale, where p99, p99.9 and the maximum can be read off."""
+    plt = _pyplot()
+    figure, (body, tail) = plt.subplots(1, 2, figsize=(10.0, 4.0))
+    for index, (label, values) in enumerate(series.items()):
+        positive = [max(value, 0.1) for value in values]  # a log axis: clamp at 0.1 ms
+        xs, ys = cdf_points(positive)
+        body.plot(xs, ys, color=f"C{index}", label=label)
+        n = len(xs)
+        tail.plot(xs, [max(1.0 - y, 0.5 / n) for y in ys], color=f"C{index}", label=label)
+    body.set_ylabel("fraction of jobs at or below")
+    body.set_ylim(0, 1.01)
+    tail.set_ylabel("fraction of jobs later than")
+    tail.set_yscale("log")
+    for axes, marks in ((body, (0.5, 0.99)), (tail, (0.5, 0.01, 0.001))):
+        axes.set_xscale("log")
+        axes.set_xlabel("milliseconds (log scale)")
+        for q in marks:
+            label = f"p{(q if axes is body else 1 - q) * 100:g}"
+            axes.axhline(q, color="grey", linewidth=0.6, linestyle=":")
+            axes.annotate(label, (0.01, q), xycoords=("axes fraction", "data"), fontsize=8)
+        axes.grid(True, which="both", alpha=0.3)
+    body.legend(loc="lower right", fontsize=8)
+    figure.suptitle(title)
+    return figure
+
+
+# --- per scenario -------------------------------------------------------------------------
+
+
+def lateness_plots(result: dict, out: Path) -> list[Plot]:
+    samples = {name: values for name, values in (result.get("samples_ms") or {}).items() if values}
+    if not samples:
+        return []
+    title = "Lateness at the design peak: CDF"
+    figure = _cdf_figure(
+        {name.replace("_", " "): values for name, values in samples.items()}, title=title
+    )
+    return [_save(figure, out, "lateness_cdf.png", title)]
+
+
+def fairness_plots(result: dict, out: Path) -> list[Plot]:
+    windows, ideal = result.get("windows"), result.get("ideal_shares")
+    if not windows or not ideal:
+        return []
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=FIGURE_SIZE)
+    lightest = min(ideal.values())
+    seconds = [window["second"] for window in windows]
+    for index, (user, share) in enumerate(sorted(ideal.items(), key=lambda item: item[1])):
+        color = f"C{index}"
+        weight = share / lightest
+        axes.plot(
+            seconds,
+            [window["shares"].get(user, 0.0) for window in windows],
+            color=color,
+            marker=".",
+            label=f"weight {weight:.3g}: measured",
+        )
+        axes.axhline(share, color=color, linestyle="--", linewidth=1, label=f"ideal {share:.3f}")
+    axes.set_xlabel("second of the measurement (1-s windows)")
+    axes.set_ylabel("share of the jobs dispatched")
+    axes.set_ylim(0, 1)
+    axes.grid(True, alpha=0.3)
+    axes.legend(loc="upper right", ncol=len(ideal), fontsize=8)  # a column per user
+    title = "Fair share per 1-s window against weight (all users backlogged)"
+    axes.set_title(title)
+    return [_save(figure, out, "fairness_shares.png", title)]
+
+
+def end_to_end_plots(result: dict, out: Path) -> list[Plot]:
+    runs = [run for run in result.get("results", []) if run.get("finished_per_second")]
+    if not runs:
+        return []
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=FIGURE_SIZE)
+    for run in runs:
+        counts = run["finished_per_second"]
+        label = f"{run.get('schedulers', '?')} sched / {run.get('executors', '?')} exec"
+        if run.get("settings") and run["settings"] != "defaults":
+            label += f" ({run['settings']})"
+        axes.plot(range(len(counts)), counts, label=label)
+    if result.get("target_jobs_per_second"):
+        axes.axhline(result["target_jobs_per_second"], color="grey", linestyle=":", label="target")
+    axes.set_xlabel("seconds since the workers started")
+    axes.set_ylabel("jobs finished per second")
+    axes.set_ylim(bottom=0)
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=8)
+    title = "End-to-end throughput over time"
+    axes.set_title(title)
+    return [_save(figure, out, "end_to_end_throughput.png", title)]
+
+
+def failover_plots(result: dict, out: Path) -> list[Plot]:
+    series = result.get("series") or {}
+    finished = series.get("finished_per_second")
+    if not finished:
+        return []
+    plt = _pyplot()
+    figure, (top, bottom) = plt.subplots(2, 1, figsize=(8.0, 5.5), sharex=True)
+    kill, due = result.get("kill_at_seconds"), result.get("due_over_seconds")
+    top.bar(range(len(finished)), finished, width=0.9, align="edge", color="C0", label="finished")
+    if result.get("pre_kill_finished_per_second"):
+        top.axhline(
+            result["pre_kill_finished_per_second"],
+            color="grey",
+            linestyle="--",
+            label="pre-kill level",
+        )
+    top.set_ylabel("jobs finished / s")
+    top.set_ylim(0, 1.45 * max(finished))  # room for the legend above the bars
+    late = series.get("started_late_ms_p99_by_due_second") or []
+    bottom.plot(
+        [second + 0.5 for second in range(len(late))],
+        [value if value is not None else float("nan") for value in late],
+        color="C3",
+        marker=".",
+        label="p99 started - due, by due second",
+    )
+    bottom.set_yscale("log")
+    known = [value for value in late if value]
+    if known:
+        bottom.set_ylim(min(known) / 2, max(known) * 20)  # room for the legend
+    bottom.set_ylabel("ms (log scale)")
+    bottom.set_xlabel("seconds since the first job was due")
+    recovered = result.get("throughput_recovered_after_seconds")
+    for axes in (top, bottom):
+        if kill is not None:
+            axes.axvline(kill, color="C1", linewidth=2, label="SIGKILL scheduler + executor")
+            if recovered is not None:
+                axes.axvline(
+                    int(kill) + recovered, color="C2", linestyle="--", label="throughput recovered"
+                )
+        if due is not None:
+            axes.axvline(due, color="grey", linestyle=":", label="last job due")
+        axes.grid(True, alpha=0.3)
+        axes.legend(fontsize=8, loc="upper left", ncol=2)
+    title = "Failover: throughput and lateness around the kill"
+    top.set_title(title)
+    plots = [_save(figure, out, "failover_throughput.png", title)]
+    quantiles = {
+        name: values
+        for name, values in (result.get("lateness_quantiles_ms") or {}).items()
+        if values
+    }
+    if quantiles:
+        cdf_title = "Failover: lateness (started - due) CDF"
+        plots.append(
+            _save(
+                _cdf_figure(quantiles, title=cdf_title), out, "failover_lateness_cdf.png", cdf_title
+            )
+        )
+    return plots
+
+
+PLOTTERS: dict[str, Callable[[dict, Path], list[Plot]]] = {
+    "dispatch_lateness": lateness_plots,
+    "dispatch_fairness": fairness_plots,
+    "end_to_end": end_to_end_plots,
+    "failover": failover_plots,
+}
