@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
+
+from jobsvc.messaging.job_message import utc_iso
 
 SCHEMA_VERSION = 1
 
@@ -44,13 +46,9 @@ class DeadLetter:
                 "max_attempts": self.max_attempts,
                 "reason": self.reason,
                 "errors": self.attempt_errors,
-                "execute_at": _iso(self.execute_at),
-                "created_at": _iso(self.created_at),
-                "failed_at": _iso(self.failed_at),
+                "execute_at": utc_iso(self.execute_at),
+                "created_at": utc_iso(self.created_at),
+                "failed_at": utc_iso(self.failed_at),
             },
             separators=(",", ":"),
         ).encode()
-
-
-def _iso(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")

@@ -48,8 +48,8 @@ class JobMessage:
                 "user_id": self.user_id,
                 "attempt": self.attempt,
                 "epoch": self.epoch,
-                "due_at": _iso(self.due_at),
-                "dispatched_at": _iso(self.dispatched_at),
+                "due_at": utc_iso(self.due_at),
+                "dispatched_at": utc_iso(self.dispatched_at),
             },
             separators=(",", ":"),
         ).encode()
@@ -89,5 +89,6 @@ def _typed(data: dict, key: str, kind: type):
     return value
 
 
-def _iso(value: datetime) -> str:
+def utc_iso(value: datetime) -> str:
+    """An ISO 8601 UTC time ending in Z, as every message writes times."""
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from coordination import ZnodePaths
+from tests.waiting import wait_until
 
 from .conftest import SESSION_TIMEOUT
-from .support import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -15,9 +15,9 @@ import pytest
 from kazoo.exceptions import NoNodeError
 
 from coordination import ZnodePaths
+from tests.waiting import wait_until
 
 from .conftest import SESSION_TIMEOUT
-from .support import wait_until
 
 pytestmark = pytest.mark.integration
 
