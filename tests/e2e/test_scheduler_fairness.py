@@ -29,6 +29,11 @@ pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 # Small rounds and a small in-flight cap: dispatch is the executor's pace, so the users
 # compete for every slot, as a backlog does in production.
 CONTENDED = ("--batch-size", "20", "--max-in-flight", "40")
+# A job that becomes due waits for the round under way on its shard to end: a round of the
+# default 2,000 jobs per shard can take a second when this 2-core machine is saturated
+# (four shards' rounds, the executor, PostgreSQL and the broker). 500-job rounds keep that
+# wait well under the bound and still dispatch over 20,000 jobs/s (deploy/bench/dispatch.py).
+SHORT_ROUNDS = ("--batch-size", "500")
 SHARE_TOLERANCE = 0.05  # absolute, on a share of dispatches (the issue's "within 5%")
 
 
@@ -138,7 +143,7 @@ def test_a_light_users_job_is_dispatched_within_a_second_behind_100000_overdue_j
 ):
     heavy, *light = make_user(), make_user(), make_user(), make_user()
     backlog(heavy.pk, 100_000)
-    start_worker("scheduler", "scheduler-a")
+    start_worker("scheduler", "scheduler-a", args=SHORT_ROUNDS)
     start_worker("executor", "executor-a")
     # Steady state: the in-flight window is full and the executor drains it. (Until the
     # executor has joined its consumer group, a few seconds after it starts, nothing
@@ -162,7 +167,6 @@ def test_a_light_users_job_is_dispatched_within_a_second_behind_100000_overdue_j
         behind = scheduled(heavy.pk)
         assert behind > 50_000, f"only {behind} heavy jobs were still waiting: no queue to jump"
 
-    print("DEBUG light", list(waited.values()))
     slow = {job_id: seconds for job_id, seconds in waited.items() if seconds >= 1.0}
     assert not slow, f"dispatched later than 1 s after due: {slow}"
 

@@ -1,5 +1,7 @@
-"""ShardStore against a real shard: the lease epoch fences every write, claims follow the
-quotas and the due order, and the sweeper recovers jobs stuck between states.
+"""ShardStore against a real shard: the lease epoch fences every write (and an owner frozen
+inside one does not lock the next owner out), claims follow the quotas and the due order,
+finding due users and claiming read indexes only, and the sweeper recovers jobs stuck
+between states.
 
 Tests commit (``transaction=True``) as the scheduler does, so ``now()`` moves between
 statements; times are therefore compared with margins of minutes, never exactly.
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -35,7 +38,7 @@ VALID = timedelta(hours=1)  # a lease with an hour left
 
 
 @pytest.fixture
-def shard() -> ShardStore:
+def shard() -> Iterator[ShardStore]:
     shard_store = ShardStore(alias=ALIAS, shard_id=SHARD)
     yield shard_store
     shard_store.close()
