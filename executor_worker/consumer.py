@@ -6,6 +6,13 @@ are handled (jobs finish out of order, so a per-partition tracker finds the cont
 handled prefix). Stored offsets are committed every second, synchronously when partitions
 are revoked, and before close. A message whose handling was interrupted is delivered
 again; the executor's claim drops it if its attempt already ran.
+
+Offsets must also arrive without holes. The jobs topic is written by idempotent,
+non-transactional producers only, so its offsets are contiguous; a message that skips
+ahead means the broker served a later batch before an earlier one was readable (Tansu, the
+local broker, does this when two producers append to a partition at once). The consumer
+then seeks back and reads the hole again, up to ``HOLE_REREADS`` times, before it accepts
+the hole; without this, the skipped jobs would wait for the scheduler's sweeper.
 """
 
 from __future__ import annotations
@@ -14,10 +21,18 @@ import logging
 import threading
 from collections import deque
 from dataclasses import dataclass
+from enum import Enum
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from executor_worker import metrics
+
 logger = logging.getLogger(__name__)
+
+# Reads of a hole in a partition's offsets before it is accepted as real; each is one
+# fetch round trip (milliseconds). Tansu's holes were filled by the first re-read in
+# every case seen (deploy/bench dispatch_lateness).
+HOLE_REREADS = 5
 
 
 @dataclass(frozen=True)
@@ -46,6 +61,44 @@ class _PartitionProgress:
             self.handled.discard(done)
             commit_from = done + 1
         return commit_from
+
+
+class Delivery(Enum):
+    NEXT = "next"  # the expected offset (or the first since assignment): handle it
+    REPEATED = "repeated"  # delivered before; a re-read after a seek returns it again
+    HOLE = "hole"  # offsets were skipped: seek back to ``expected`` and read again
+
+
+class _PartitionOrder:
+    """Checks that one partition's messages arrive with contiguous offsets."""
+
+    def __init__(self, rereads: int = HOLE_REREADS) -> None:
+        self.expected: int | None = None  # the offset after the last one delivered
+        self._rereads = rereads
+        self._hole_at: int | None = None
+        self._hole_reads = 0
+
+    def arrive(self, offset: int) -> Delivery:
+        if self.expected is not None and offset < self.expected:
+            return Delivery.REPEATED
+        if self.expected is not None and offset > self.expected:
+            if self._hole_at != self.expected:
+                self._hole_at, self._hole_reads = self.expected, 0
+            if self._hole_reads < self._rereads:
+                self._hole_reads += 1
+                return Delivery.HOLE
+            logger.warning(
+                "offsets %d-%d never arrived after %d re-reads; going on without them",
+                self.expected,
+                offset - 1,
+                self._hole_reads,
+            )
+            metrics.OFFSET_HOLES.labels("accepted").inc()
+        elif self._hole_at is not None and self._hole_at == self.expected:
+            metrics.OFFSET_HOLES.labels("filled").inc()
+        self._hole_at = None
+        self.expected = offset + 1
+        return Delivery.NEXT
 
 
 class JobConsumer:
@@ -77,19 +130,33 @@ class JobConsumer:
             }
         )
         self._progress: dict[int, _PartitionProgress] = {}
+        self._order: dict[int, _PartitionOrder] = {}
         self._lock = threading.Lock()
         self._paused = False
         self._consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
 
     def poll_batch(self, *, max_messages: int, timeout: float) -> list[Received]:
         batch: list[Received] = []
-        for message in self._consumer.consume(num_messages=max_messages, timeout=timeout):
+        rereading: set[int] = set()  # partitions sought back: their later messages come again
+        for message in self._fetch(max_messages, timeout):
             error = message.error()
             if error is not None:
                 if error.code() != KafkaError._PARTITION_EOF:
                     logger.warning("consumer error: %s", error)
                 continue
-            batch.append(Received(message.partition(), message.offset(), message.value()))
+            partition = message.partition()
+            if partition in rereading:
+                continue
+            order = self._order.get(partition)
+            if order is None:
+                order = self._order[partition] = _PartitionOrder()
+            delivery = order.arrive(message.offset())
+            if delivery is Delivery.REPEATED:
+                continue
+            if delivery is Delivery.HOLE and self._seek(partition, order.expected):
+                rereading.add(partition)
+                continue
+            batch.append(Received(partition, message.offset(), message.value()))
         with self._lock:
             for received in batch:
                 progress = self._progress.get(received.partition)
@@ -116,6 +183,24 @@ class JobConsumer:
                 self._consumer.store_offsets(offsets=offsets)
             except KafkaException as exc:  # a partition was revoked meanwhile
                 logger.info("offsets %s not stored: %s", commits, exc)
+
+    def _fetch(self, max_messages: int, timeout: float) -> list:
+        """Up to ``max_messages``, as soon as one is there: ``consume`` alone would wait
+        out its whole timeout unless the batch filled up."""
+        first = self._consumer.poll(timeout)
+        if first is None:
+            return []
+        if max_messages == 1:
+            return [first]
+        return [first, *self._consumer.consume(num_messages=max_messages - 1, timeout=0)]
+
+    def _seek(self, partition: int, offset: int) -> bool:
+        try:
+            self._consumer.seek(TopicPartition(self.topic, partition, offset))
+        except KafkaException as exc:
+            logger.warning("cannot re-read partition %s from %s: %s", partition, offset, exc)
+            return False
+        return True
 
     def lag(self) -> dict[int, int]:
         """Messages between our position and each assigned partition's end (cached ends)."""
@@ -153,6 +238,8 @@ class JobConsumer:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         logger.info("assigned partitions %s", [p.partition for p in partitions])
         self._paused = False
+        for partition in partitions:  # reading starts again at the committed offset
+            self._order.pop(partition.partition, None)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         logger.info("revoking partitions %s", [p.partition for p in partitions])
@@ -160,3 +247,4 @@ class JobConsumer:
         with self._lock:
             for partition in partitions:
                 self._progress.pop(partition.partition, None)
+                self._order.pop(partition.partition, None)

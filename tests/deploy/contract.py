@@ -60,6 +60,7 @@ EXECUTOR_METRICS = (
     Metric("jobsvc_job_start_delay_seconds", "histogram"),
     Metric("jobsvc_attempt_duration_seconds", "histogram", ("handler",)),
     Metric("jobsvc_consumer_lag_messages", "gauge", ("partition",)),
+    Metric("jobsvc_consumer_offset_holes", "counter", ("outcome",)),
     Metric("jobsvc_executor_in_flight", "gauge"),
 )
 # prometheus_client's default collectors, in every process.
