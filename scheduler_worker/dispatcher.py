@@ -7,13 +7,17 @@ One round (``dispatch_round``):
 3. each user's quota from the fair-share allocator and the users' weights;
 4. claim: mark up to that many of each user's oldest due jobs queued, fenced by our epoch;
    capacity a user could not use goes to the others in a second pass;
-5. publish the claimed jobs, users interleaved by weight; whatever the broker did not
-   acknowledge is made due again at once.
+5. send the claimed jobs to the broker, users interleaved by weight, without waiting for
+   its acknowledgements: the next round starts at once (waiting would add the broker's
+   round trip, tens of milliseconds, to every job's dispatch). The jobs of messages the
+   broker failed are made due again at the start of the next round. At most
+   ``_UNACKNOWLEDGED_ROUNDS`` rounds' worth of messages wait for acknowledgement at once.
 
 A job is therefore always either due in the database, or queued with a lease while its
-message is published. If the worker dies between claim and publish, the sweeper makes the
-job due again when the lease expires; a duplicate message that may result is dropped by
-the executor's claim.
+message is published. If the worker dies between claim and acknowledgement, the sweeper
+makes the job due again when the lease expires; a duplicate message that may result is
+dropped by the executor's claim. A stopping dispatcher waits for its acknowledgements (at
+most the publish timeout) and releases what failed before it lets the shard go.
 """
 
 from __future__ import annotations
@@ -41,6 +45,49 @@ logger = logging.getLogger(__name__)
 
 _MAX_CLAIM_PASSES = 3
 _ERROR_BACKOFF_SECONDS = 1.0  # after a database or broker error, before the next round
+_UNACKNOWLEDGED_ROUNDS = 2  # full rounds of messages that may await acknowledgement
+
+
+class _Unacknowledged:
+    """A dispatcher's messages the broker has not acknowledged yet, and those it failed.
+
+    Delivery reports arrive on the producer's thread; the dispatch thread takes the failed
+    jobs and waits for room.
+    """
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._failed: list[str] = []
+        self._changed = threading.Condition()
+
+    def add(self, count: int) -> None:
+        with self._changed:
+            self._count += count
+
+    def report(self, job_ids: list[str], failed: list[int]) -> None:
+        with self._changed:
+            self._count -= len(job_ids)
+            self._failed.extend(job_ids[i] for i in failed)
+            self._changed.notify_all()
+
+    @property
+    def count(self) -> int:
+        with self._changed:
+            return self._count
+
+    def take_failed(self) -> list[str]:
+        with self._changed:
+            failed, self._failed = self._failed, []
+            return failed
+
+    def put_back(self, failed: list[str]) -> None:
+        with self._changed:
+            self._failed.extend(failed)
+
+    def wait_below(self, limit: int, timeout: float) -> bool:
+        """Wait until fewer than ``limit`` messages are unacknowledged."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._count < limit, timeout)
 
 
 @dataclass(frozen=True)
@@ -52,7 +99,7 @@ class DispatchConfig:
     poll_interval: float  # seconds from a round's start to the next, when nothing was left
     queued_timeout: float  # seconds a published job may stay unclaimed
     sweep_interval: float  # seconds between sweeps for lost messages and executors
-    publish_timeout: float  # seconds to wait for the broker's acknowledgements
+    publish_timeout: float  # seconds for the broker to acknowledge a message, or it fails
 
 
 class ShardDispatcher:
@@ -92,6 +139,7 @@ class ShardDispatcher:
         )
         self._next_sweep = 0.0
         self._shard_label = str(store.shard_id)
+        self._unacknowledged = _Unacknowledged()
 
     # --- control, from any thread -----------------------------------------------------
 
@@ -137,6 +185,7 @@ class ShardDispatcher:
                     # the pause, so a job newly due waits at most about one interval.
                     pause = started + self.config.poll_interval - self.clock()
                     self._stopped.wait(max(0.0, pause))
+            self._settle_publishing()
         except ShardFenced as exc:
             logger.warning(
                 "shard %s fenced: %s", shard, exc, extra={"shard": shard, "action": "fenced"}
@@ -144,6 +193,20 @@ class ShardDispatcher:
             self.on_fenced(shard)
         finally:
             self.store.close()
+
+    def _settle_publishing(self) -> None:
+        """Before the shard goes: wait for the broker's reports, release what failed."""
+        limit = self.config.publish_timeout + _ERROR_BACKOFF_SECONDS
+        if not self._unacknowledged.wait_below(1, limit):
+            logger.warning(
+                "shard %s: %d messages still unacknowledged; the sweeper will recover them",
+                self.store.shard_id,
+                self._unacknowledged.count,
+            )
+        try:
+            self._release_failed()
+        except DatabaseError as exc:
+            logger.warning("shard %s: cannot release failed jobs: %s", self.store.shard_id, exc)
 
     def _acquire_lease(self) -> int | None:
         while not self._stopped.is_set():
@@ -240,6 +303,7 @@ class ShardDispatcher:
             return self._dispatch_round()
 
     def _dispatch_round(self) -> int:
+        self._release_failed()
         capacity = self._capacity()
         if capacity <= 0:
             return 0
@@ -253,8 +317,27 @@ class ShardDispatcher:
         claimed = self._claim_fairly(capacity, users, weights)
         return self._publish(claimed, weights)
 
+    def _release_failed(self) -> None:
+        failed = self._unacknowledged.take_failed()
+        if failed:
+            try:
+                self.store.release(epoch=self.epoch, job_ids=failed)
+            except DatabaseError:
+                self._unacknowledged.put_back(failed)  # for the next round
+                raise
+            metrics.JOBS_RELEASED.inc(len(failed))
+            logger.warning(
+                "shard %s: %d jobs are due again: the broker did not take their messages",
+                self.store.shard_id,
+                len(failed),
+                extra={"shard": self.store.shard_id, "action": "release"},
+            )
+
     def _capacity(self) -> int:
-        capacity = self.config.batch_size
+        limit = _UNACKNOWLEDGED_ROUNDS * self.config.batch_size
+        if not self._unacknowledged.wait_below(limit, self.config.poll_interval):
+            return 0  # the broker is behind: let it catch up before claiming more
+        capacity = min(self.config.batch_size, limit - self._unacknowledged.count)
         if self.config.max_in_flight:
             in_flight = self.store.in_flight()
             metrics.IN_FLIGHT.labels(self._shard_label).set(in_flight)
@@ -285,6 +368,7 @@ class ShardDispatcher:
         return claimed
 
     def _publish(self, claimed: list[ClaimedJob], weights: dict[int, float]) -> int:
+        """Send the claimed jobs' messages; the broker's reports arrive later."""
         if not claimed:
             return 0
         by_user: dict[int, list[ClaimedJob]] = defaultdict(list)
@@ -292,13 +376,17 @@ class ShardDispatcher:
             by_user[job.user_id].append(job)
         ordered = interleave(by_user, weights)
         messages = [(job.job_id.encode(), self._message(job).encode()) for job in ordered]
-        failed = self.producer.publish(
-            self.config.topic, messages, timeout=self.config.publish_timeout
+        job_ids = [job.job_id for job in ordered]
+
+        def on_done(failed: list[int]) -> None:
+            self._unacknowledged.report(job_ids, failed)
+            _observe_dispatched(ordered, set(failed), weights)
+
+        self._unacknowledged.add(len(ordered))
+        self.producer.send(
+            self.config.topic, messages, on_done=on_done, timeout=self.config.publish_timeout
         )
-        if failed:
-            self.store.release(epoch=self.epoch, job_ids=[ordered[i].job_id for i in failed])
-        _observe_dispatched(ordered, set(failed), weights)
-        return len(ordered) - len(failed)
+        return len(ordered)
 
     def _message(self, job: ClaimedJob) -> JobMessage:
         return JobMessage(

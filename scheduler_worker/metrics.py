@@ -20,7 +20,7 @@ DISPATCH_LAG = Histogram(
 )
 DISPATCH_ROUND = Histogram(
     "jobsvc_dispatch_round_seconds",
-    "Duration of one dispatch round (select, claim, publish)",
+    "Duration of one dispatch round (select, claim, send to the broker)",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )
 DUE_BACKLOG = Gauge("jobsvc_due_backlog_jobs", "Due jobs waiting in the shard", ["shard"])
@@ -29,6 +29,9 @@ SHARD_OWNED = Gauge("jobsvc_shard_owned", "1 while this worker owns the shard", 
 SHARDS_CONFIGURED = Gauge("jobsvc_shards_configured", "Shards in the pool")
 OWNERSHIP_CHANGES = Counter(
     "jobsvc_shard_ownership_changes", "Shards acquired, released or fenced", ["change"]
+)
+JOBS_RELEASED = Counter(
+    "jobsvc_jobs_released", "Claimed jobs made due again because the broker failed their message"
 )
 JOBS_SWEPT = Counter("jobsvc_jobs_swept", "Jobs recovered by the sweeper", ["reason"])
 BACKLOGGED_USERS = Gauge(

@@ -34,37 +34,57 @@ class _RenewingProducer:
 
     An idempotent producer can get stuck for good when the broker loses its state (a
     restarted in-memory broker no longer knows the producer id): every later call raises a
-    fatal error, or every message fails or times out. So a producer that raises is replaced
+    fatal error, or every message fails or times out. So a producer that raised is replaced
     at once, and one that fails a whole batch is replaced at most every RENEW_INTERVAL (while
-    the broker is simply down, every batch fails too, and a new producer does no harm).
-    Failed batches are reported unacknowledged, so the dispatcher makes their jobs due
-    again; a message the broker did take becomes a duplicate, which the executor drops.
+    the broker is simply down, every batch fails too, and a new producer does no harm). The
+    old one is closed in the background: its last delivery reports still arrive. Failed
+    messages are reported, so the dispatcher makes their jobs due again; a message the
+    broker did take becomes a duplicate, which the executor drops.
     """
 
     RENEW_INTERVAL = 5.0  # seconds between replacements of a producer failing whole batches
 
-    def __init__(self, make: Callable[[], BatchProducer]) -> None:
+    def __init__(self, make: Callable[[], BatchProducer], *, close_timeout: float) -> None:
         self._make = make
+        self._close_timeout = close_timeout
         self._current = make()
         self._renewed_at = time.monotonic()
         self._lock = threading.Lock()
+
+    def send(
+        self,
+        topic: str,
+        messages: Sequence[tuple[bytes, bytes]],
+        *,
+        on_done: Callable[[list[int]], None],
+        timeout: float,
+    ) -> None:
+        producer = self._current
+
+        def check(failed: list[int]) -> None:
+            try:
+                if messages and len(failed) == len(messages):
+                    self._renew(producer, at_once=False)
+            finally:
+                on_done(failed)
+
+        producer.send(topic, messages, on_done=check, timeout=timeout)
+        if producer.broken:
+            self._renew(producer, at_once=True)
 
     def publish(
         self, topic: str, messages: Sequence[tuple[bytes, bytes]], *, timeout: float
     ) -> list[int]:
         producer = self._current
-        try:
-            failed = producer.publish(topic, messages, timeout=timeout)
-        except Exception:
-            logger.exception("publishing %d messages to %s raised", len(messages), topic)
+        failed = producer.publish(topic, messages, timeout=timeout)
+        if producer.broken:
             self._renew(producer, at_once=True)
-            return list(range(len(messages)))
-        if messages and len(failed) == len(messages):
+        elif messages and len(failed) == len(messages):
             self._renew(producer, at_once=False)
         return failed
 
     def close(self) -> None:
-        self._current.close()
+        self._current.close(self._close_timeout)
 
     def _renew(self, producer: BatchProducer, *, at_once: bool) -> None:
         with self._lock:
@@ -77,6 +97,9 @@ class _RenewingProducer:
             )
             self._current = self._make()
             self._renewed_at = time.monotonic()
+        threading.Thread(
+            target=producer.close, args=(self._close_timeout,), name="close-producer", daemon=True
+        ).start()
 
 
 class SchedulerWorker:
@@ -117,10 +140,17 @@ class SchedulerWorker:
         metrics.SHARDS_CONFIGURED.set(len(self.shard_ids))
         for shard_id in self.shard_ids:
             metrics.SHARD_OWNED.labels(str(shard_id)).set(0)
+        # librdkafka reports a message it could not deliver within the publish timeout as
+        # failed, and the dispatcher makes its job due again (should the broker have taken
+        # it after all, the executor drops the duplicate).
+        timeout_ms = round(self.dispatch.publish_timeout * 1000)
         self._producer = _RenewingProducer(
             lambda: BatchProducer(
-                bootstrap=self.kafka_bootstrap, client_id=f"scheduler-{self.worker_id}"
-            )
+                bootstrap=self.kafka_bootstrap,
+                client_id=f"scheduler-{self.worker_id}",
+                config={"message.timeout.ms": timeout_ms},
+            ),
+            close_timeout=self.dispatch.publish_timeout,
         )
         client = connect(
             self.zk_hosts, session_timeout=self.zk_session_timeout, connect_timeout=30.0

@@ -1,8 +1,10 @@
-"""A Kafka producer that publishes a batch and says which messages the broker acknowledged.
+"""A Kafka producer that publishes batches and says which messages the broker acknowledged.
 
 Idempotent (``enable.idempotence``, ``acks=all``): a message the broker acknowledged is
 durable on it, and librdkafka's internal retries never write one twice. Thread-safe: many
-shard dispatchers share one producer, each waiting only for its own batch.
+threads share one producer. A thread of its own serves the delivery reports, so a batch
+can be sent without waiting (``send``, which reports through a callback once every
+message of the batch is acknowledged or failed) or waited for (``publish``).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from confluent_kafka import KafkaException
 from confluent_kafka import Producer as KafkaProducer
@@ -18,6 +20,41 @@ from confluent_kafka import Producer as KafkaProducer
 logger = logging.getLogger(__name__)
 
 _POLL_SECONDS = 0.05  # how long one wait for delivery reports blocks
+
+
+class _Batch:
+    """The delivery reports of one batch of messages."""
+
+    def __init__(self, size: int, on_done: Callable[[list[int]], None] | None) -> None:
+        self._pending = set(range(size))
+        self._failed: list[int] = []
+        self._on_done = on_done
+        self._lock = threading.Lock()
+        self.done = threading.Event()
+        if not size:
+            self._finish()
+
+    def reporter(self, index: int) -> Callable:
+        def report(error, _message) -> None:
+            with self._lock:
+                self._pending.discard(index)
+                if error is not None:
+                    self._failed.append(index)
+                finished = not self._pending
+            if finished:
+                self._finish()
+
+        return report
+
+    def unacknowledged(self) -> list[int]:
+        """Failed or not reported yet."""
+        with self._lock:
+            return sorted({*self._failed, *self._pending})
+
+    def _finish(self) -> None:
+        self.done.set()
+        if self._on_done is not None:
+            self._on_done(sorted(self._failed))
 
 
 class BatchProducer:
@@ -36,35 +73,45 @@ class BatchProducer:
             }
         )
         self._lock = threading.Lock()
+        self._closed = threading.Event()
+        # Set when producing raised (a fatal error of the idempotent producer, for one):
+        # the owner should replace this producer.
+        self.broken = False
+        self._reporter = threading.Thread(
+            target=self._serve_reports, name=f"kafka-reports-{client_id}", daemon=True
+        )
+        self._reporter.start()
+
+    def send(
+        self,
+        topic: str,
+        messages: Sequence[tuple[bytes, bytes]],
+        *,
+        on_done: Callable[[list[int]], None] | None = None,
+        timeout: float,
+    ) -> _Batch:
+        """Publish (key, value) pairs without waiting for the broker.
+
+        ``on_done`` gets the indexes of the messages that failed, once every message is
+        acknowledged or failed; it runs on the reporting thread (or on this one, for
+        messages that failed at once) and must be quick. Every message is reported:
+        librdkafka fails one it could not deliver within ``message.timeout.ms``.
+        ``timeout`` bounds the wait for room in a full local queue; a message that finds
+        none fails.
+        """
+        batch = _Batch(len(messages), on_done)
+        deadline = time.monotonic() + timeout
+        for index, (key, value) in enumerate(messages):
+            self._produce(topic, key, value, batch.reporter(index), deadline)
+        return batch
 
     def publish(
         self, topic: str, messages: Sequence[tuple[bytes, bytes]], *, timeout: float
     ) -> list[int]:
         """Publish (key, value) pairs; return the indexes NOT acknowledged within timeout."""
-        pending = set(range(len(messages)))
-        failed: list[int] = []
-        done = threading.Event()
-        if not messages:
-            return []
-
-        def on_delivery(index: int):
-            def report(error, _message) -> None:
-                with self._lock:
-                    pending.discard(index)
-                    if error is not None:
-                        failed.append(index)
-                    if not pending:
-                        done.set()
-
-            return report
-
-        deadline = time.monotonic() + timeout
-        for index, (key, value) in enumerate(messages):
-            self._produce(topic, key, value, on_delivery(index), deadline)
-        while not done.is_set() and time.monotonic() < deadline:
-            self._producer.poll(_POLL_SECONDS)
-        with self._lock:
-            unacknowledged = sorted(set(failed) | pending)
+        batch = self.send(topic, messages, timeout=timeout)
+        batch.done.wait(timeout)
+        unacknowledged = batch.unacknowledged()
         if unacknowledged:
             logger.warning(
                 "%d of %d messages to %s not acknowledged",
@@ -80,13 +127,26 @@ class BatchProducer:
                 self._producer.produce(topic, value=value, key=key, on_delivery=callback)
                 return
             except BufferError:
-                # The local queue is full: serve delivery reports to make room.
+                # The local queue is full: wait for delivery reports to make room.
                 if time.monotonic() > deadline:
                     callback(KafkaException("local queue full"), None)
                     return
-                self._producer.poll(_POLL_SECONDS)
+                time.sleep(_POLL_SECONDS / 10)
+            except KafkaException as exc:
+                if not self.broken:
+                    logger.error("producing to %s failed: %s", topic, exc)
+                self.broken = True
+                callback(exc, None)
+                return
+
+    def _serve_reports(self) -> None:
+        while not self._closed.is_set():
+            self._producer.poll(_POLL_SECONDS)
 
     def close(self, timeout: float = 10.0) -> None:
+        """Wait up to ``timeout`` for unsent messages (their reports arrive), then stop."""
         remaining = self._producer.flush(timeout)
         if remaining:
             logger.warning("%d messages were still unsent at close", remaining)
+        self._closed.set()
+        self._reporter.join(timeout=1.0)

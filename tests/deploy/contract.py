@@ -48,6 +48,7 @@ SCHEDULER_METRICS = (
     Metric("jobsvc_shard_owned", "gauge", ("shard",)),
     Metric("jobsvc_shards_configured", "gauge"),
     Metric("jobsvc_shard_ownership_changes", "counter", ("change",)),
+    Metric("jobsvc_jobs_released", "counter"),
     Metric("jobsvc_jobs_swept", "counter", ("reason",)),
     Metric("jobsvc_dispatch_round_seconds", "histogram"),
     Metric("jobsvc_backlogged_users", "gauge", ("weight_class",)),

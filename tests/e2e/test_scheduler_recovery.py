@@ -23,6 +23,7 @@ pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
 JOBS = 60
 QUEUED_TIMEOUT = "3"  # seconds before an unclaimed job is dispatched again
+QUEUED_TIMEOUT_LONG = 120
 
 
 @pytest.fixture
@@ -80,3 +81,38 @@ def test_jobs_lost_with_the_brokers_messages_are_dispatched_again_and_run_once(
     # A second attempt is only ever the http handler's retry of a failed request.
     assert all(job.attempts == 1 + len(job.attempt_errors) for job in jobs)
     assert "unclaimed" in scheduler.log(), "the sweeper made the lost jobs due again"
+
+
+def test_jobs_claimed_while_the_broker_is_down_run_once_it_is_back_without_the_sweeper(
+    broker, make_user, start_worker, receiver, messaging
+):
+    # The sweeper would wait QUEUED_TIMEOUT_LONG: only the scheduler's release of messages
+    # the producer failed (after PUBLISH_TIMEOUT) can make the jobs due again before that.
+    create_topics(broker, messaging)
+    broker.stop()
+    env = {
+        "JOBSVC_KAFKA_BOOTSTRAP": broker.bootstrap,
+        "JOBSVC_SCHEDULER_PUBLISH_TIMEOUT_SECONDS": "1",
+        "JOBSVC_SCHEDULER_QUEUED_TIMEOUT_SECONDS": str(QUEUED_TIMEOUT_LONG),
+    }
+    user = make_user()
+    scheduler = start_worker("scheduler", "scheduler-a", env=env)
+    job = spec(due=due_in(0), handler="http", params={"url": receiver.url})
+    ids = create(user.pk, [job] * 10)
+    wait_until(
+        lambda: "the broker did not take their messages" in scheduler.log(),
+        timeout=30,
+        what="the scheduler releases jobs whose messages the broker never took",
+    )
+
+    broker.start()
+    create_topics(broker, messaging)
+    start_worker("executor", "executor-a", env=env)
+
+    wait_until(
+        lambda: status_counts()["succeeded"] == len(ids),
+        timeout=QUEUED_TIMEOUT_LONG / 2,
+        what="every job succeeded",
+    )
+    assert receiver.count_by_job() == dict.fromkeys(ids, 1)
+    assert "unclaimed" not in scheduler.log(), "the sweeper was not needed"
