@@ -7,7 +7,7 @@ container image and a benchmark:
 
     JOBSVC_API_BIND            address to listen on (default 127.0.0.1:8000)
     JOBSVC_API_WORKERS         worker processes (default 2 per CPU core)
-    JOBSVC_API_THREADS         threads per worker (default 2)
+    JOBSVC_API_THREADS         threads per worker (default 4)
     JOBSVC_API_ACCESS_LOG      access log target, "-" for stdout (default: off)
     JOBSVC_API_LOG_LEVEL       error log level (default info)
     JOBSVC_API_CONTROL_SOCKET  gunicornc control socket path (default: no control socket)
@@ -35,12 +35,14 @@ _cores = len(os.sched_getaffinity(0))
 
 bind = [os.environ.get("JOBSVC_API_BIND", "127.0.0.1:8000")]
 workers = _int_env("JOBSVC_API_WORKERS", 2 * _cores)
-# Threads let a worker overlap requests that wait on PostgreSQL (a create spends about
-# 1.3 of its 2 ms there). Two per worker measured best on 2 cores (make bench ARGS=
-# '--only api_create': 1,021-1,045 creates/s; 4 threads: 976-1,029/s with a longer p99
-# tail; 1 thread: 975-977/s).
+# Threads let a worker overlap requests that wait on PostgreSQL: a create spends about
+# 1.3 of its 2 ms there, mostly the commit's WAL flush. With 2 threads per worker the
+# p99 was tighter (37-54 ms at 1,021-1,045 creates/s), but in two runs out of five,
+# when this VM's disk flushes slowed, throughput fell to 578-592/s: fewer requests in
+# flight mean fewer commits to flush together. 4 threads keep more in flight
+# (make bench ARGS='--only api_create': 1,029/s, p99 53.5 ms).
 worker_class = "gthread"
-threads = _int_env("JOBSVC_API_THREADS", 2)
+threads = _int_env("JOBSVC_API_THREADS", 4)
 keepalive = 5  # seconds an idle keep-alive connection stays open
 timeout = 30  # seconds of silence before the master restarts a stuck worker
 graceful_timeout = 20  # seconds workers get to finish in-flight requests on SIGTERM
