@@ -167,7 +167,7 @@ def test_with_the_in_flight_cap_full_a_light_users_job_takes_the_next_free_slot(
     make_user, start_worker
 ):
     heavy, *light = make_user(), make_user(), make_user(), make_user()
-    backlog(heavy.pk, 100_000)
+    backlog(heavy.pk, 200_000)  # the executor drains over 10,000 a second
     start_worker("scheduler", "scheduler-a")  # the default in-flight cap
     start_worker("executor", "executor-a")
     # Steady state: the in-flight window is full and the executor drains it. (Until the
@@ -181,6 +181,7 @@ def test_with_the_in_flight_cap_full_a_light_users_job_takes_the_next_free_slot(
 
     passed_over = {}
     for user in light:
+        assert scheduled(heavy.pk) > 50_000, "no queue left to jump"
         # Due a moment after it is created, so it is in the database before it is due.
         job = dispatched_job_of(user, due_in=0.5)
         # Claims on its shard after it was due and before the one that took it: a round
@@ -192,7 +193,6 @@ def test_with_the_in_flight_cap_full_a_light_users_job_takes_the_next_free_slot(
             .distinct()
             .count()
         )
-        assert scheduled(heavy.pk) > 50_000, "no queue left to jump"
 
     assert max(passed_over.values()) <= 1, f"claims of heavy jobs ahead of it: {passed_over}"
 
