@@ -63,25 +63,28 @@ class _RenewingProducer:
 
         def check(failed: list[int]) -> None:
             try:
-                if messages and len(failed) == len(messages):
-                    self._renew(producer, at_once=False)
+                self._check(producer, sent=len(messages), failed=failed)
             finally:
                 on_done(failed)
 
         producer.send(topic, messages, on_done=check, timeout=timeout)
-        if producer.broken:
-            self._renew(producer, at_once=True)
+        # A producer that raised is replaced now, not when the batch's last report comes.
+        self._check(producer, sent=len(messages), failed=[])
 
     def publish(
         self, topic: str, messages: Sequence[tuple[bytes, bytes]], *, timeout: float
     ) -> list[int]:
         producer = self._current
         failed = producer.publish(topic, messages, timeout=timeout)
+        self._check(producer, sent=len(messages), failed=failed)
+        return failed
+
+    def _check(self, producer: BatchProducer, *, sent: int, failed: list[int]) -> None:
+        """Replace the producer if it raised, or (not too often) if it failed a whole batch."""
         if producer.broken:
             self._renew(producer, at_once=True)
-        elif messages and len(failed) == len(messages):
+        elif sent and len(failed) == sent:
             self._renew(producer, at_once=False)
-        return failed
 
     def close(self) -> None:
         self._current.close(self._close_timeout)

@@ -72,7 +72,6 @@ class BatchProducer:
                 **(config or {}),
             }
         )
-        self._lock = threading.Lock()
         self._closed = threading.Event()
         # Set when producing raised (a fatal error of the idempotent producer, for one):
         # the owner should replace this producer.
@@ -109,8 +108,9 @@ class BatchProducer:
         self, topic: str, messages: Sequence[tuple[bytes, bytes]], *, timeout: float
     ) -> list[int]:
         """Publish (key, value) pairs; return the indexes NOT acknowledged within timeout."""
+        deadline = time.monotonic() + timeout
         batch = self.send(topic, messages, timeout=timeout)
-        batch.done.wait(timeout)
+        batch.done.wait(max(0.0, deadline - time.monotonic()))
         unacknowledged = batch.unacknowledged()
         if unacknowledged:
             logger.warning(
