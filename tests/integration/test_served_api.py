@@ -3,25 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.served_api import serving_api
 
 
 def _call(method: str, url: str, body=None, token: str | None = None) -> tuple[int, dict]:
@@ -39,39 +27,8 @@ def _call(method: str, url: str, body=None, token: str | None = None) -> tuple[i
 
 @pytest.fixture(scope="module")
 def served_api():
-    port = _free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "-c",
-            str(REPO / "deploy" / "gunicorn.conf.py"),
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            "2",
-            "jobsvc.wsgi:application",
-        ],
-        cwd=REPO,
-        env=os.environ.copy(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base}/healthz", timeout=1):
-                break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"gunicorn did not serve /healthz: {process.stderr.read().decode()}")
-            time.sleep(0.1)  # polling a starting server, bounded by the deadline above
-    yield base
-    process.terminate()
-    process.wait(timeout=30)
+    with serving_api() as base:
+        yield base
 
 
 @pytest.mark.django_db(databases="__all__", transaction=True)

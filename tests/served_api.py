@@ -1,0 +1,66 @@
+"""The API as `make run` serves it: gunicorn with the production config, on a free port."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from deploy.bench.processes import REPO
+from deploy.localstack.ports import free_port
+
+API_START_TIMEOUT = 30.0  # seconds until gunicorn answers /healthz
+
+
+@contextmanager
+def serving_api() -> Iterator[str]:
+    """Serve the API with two gunicorn workers for the block; yields its base URL."""
+    port = free_port()
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "-c",
+                str(REPO / "deploy" / "gunicorn.conf.py"),
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--workers",
+                "2",
+                "jobsvc.wsgi:application",
+            ],
+            cwd=REPO,
+            env=os.environ.copy(),
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            _wait_for_health(base, process, log)
+            yield base
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def _wait_for_health(base: str, process: subprocess.Popen, log) -> None:
+    deadline = time.monotonic() + API_START_TIMEOUT
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/healthz", timeout=1):
+                return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                log.seek(0)
+                pytest.fail(
+                    f"gunicorn did not serve /healthz:\n{log.read().decode(errors='replace')}"
+                )
+            time.sleep(0.1)  # polling a starting server, bounded by the deadline above
