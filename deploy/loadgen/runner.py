@@ -104,6 +104,7 @@ class LoadGenerator:
         lookup: Lookup,
         shard_of: Callable[[str], int],
         write: Callable[[str], None] = print,
+        rng: random.Random | None = None,  # draws each execute_at within the horizon
     ) -> None:
         config.validate()
         self.config = config
@@ -113,7 +114,7 @@ class LoadGenerator:
         self._tracker = JobTracker(shard_of=shard_of)
         self._sent = _SendStats()
         self._stopped = threading.Event()
-        self._random = random.Random()
+        self._random = rng or random.Random()
 
     def stop(self) -> None:
         """End the run early; idempotent and safe from a signal handler."""
