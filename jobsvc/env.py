@@ -73,7 +73,7 @@ def database_from_url(url: str, *, name: str) -> dict[str, object]:
     if not database:
         raise ConfigError(f"{name}: the URL names no database: {url!r}")
     return {
-        "ENGINE": "django.db.backends.postgresql",
+        "ENGINE": "jobsvc.postgresql",
         "NAME": unquote(database),
         "USER": unquote(parts.username or ""),
         "PASSWORD": unquote(parts.password or ""),

@@ -20,8 +20,8 @@ API_START_TIMEOUT = 30.0  # seconds until gunicorn answers /healthz
 
 
 @contextmanager
-def serving_api() -> Iterator[str]:
-    """Serve the API with two gunicorn workers for the block; yields its base URL."""
+def serving_api(*, workers: int = 2, threads: int = 4) -> Iterator[str]:
+    """Serve the API with gunicorn for the block; yields its base URL."""
     port = free_port()
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(
@@ -34,7 +34,9 @@ def serving_api() -> Iterator[str]:
                 "--bind",
                 f"127.0.0.1:{port}",
                 "--workers",
-                "2",
+                str(workers),
+                "--threads",
+                str(threads),
                 "jobsvc.wsgi:application",
             ],
             cwd=REPO,

@@ -8,8 +8,10 @@ import urllib.request
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import connections
 
 from tests.served_api import serving_api
+from tests.waiting import wait_until
 
 
 def _call(method: str, url: str, body=None, token: str | None = None) -> tuple[int, dict]:
@@ -60,3 +62,73 @@ def test_sign_up_log_in_schedule_and_list_over_http(served_api):
     assert [item["id"] for item in body["data"]] == [job["id"]]
     status, body = _call("GET", f"{served_api}/readyz")
     assert status == 200
+
+
+def _api_backends(alias: str) -> set[int]:
+    """PostgreSQL backends connected to this alias's database, other than the test's own."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        )
+        return {pid for (pid,) in cursor.fetchall()}
+
+
+def _terminate_api_backends(alias: str) -> int:
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND backend_type = 'client backend' "
+            "AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(databases="__all__", transaction=True)
+def test_the_api_reconnects_when_postgresql_ends_its_kept_connections():
+    """Kept connections the server has ended are dropped before use, not failed on.
+
+    One worker with one thread, so the request after the restart-like event is served by
+    the same thread whose kept connections were ended. Each request must succeed, on new
+    backends.
+    """
+    with serving_api(workers=1, threads=1) as base:
+        password = "a long enough passphrase 42"
+        status, body = _call(
+            "POST", f"{base}/api/v1/users", {"username": "kept-conn", "password": password}
+        )
+        assert status == 201, body
+        status, body = _call(
+            "POST", f"{base}/api/v1/auth/login", {"username": "kept-conn", "password": password}
+        )
+        token = body["data"]["token"]
+        execute_at = (datetime.now(UTC) + timedelta(minutes=5)).isoformat()
+        job = {"message": "survives", "execute_at": execute_at}
+        status, body = _call("GET", f"{base}/api/v1/me/jobs", token=token)  # every shard
+        assert status == 200, body
+        aliases = list(connections)
+        kept = {alias: _api_backends(alias) for alias in aliases}
+        assert all(kept.values()), f"the API keeps no connection to some database: {kept}"
+        assert sum(_terminate_api_backends(alias) for alias in aliases) >= len(aliases)
+        wait_until(
+            lambda: all(not _api_backends(alias) & kept[alias] for alias in aliases),
+            timeout=10,
+            what="the ended backends have exited",
+        )
+
+        created = []
+        for _ in range(len(aliases)):
+            status, body = _call("POST", f"{base}/api/v1/me/jobs", job, token)
+            assert status == 201, body
+            created.append(body["data"]["id"])
+        status, body = _call("GET", f"{base}/api/v1/me/jobs", token=token)
+        assert status == 200, body
+        assert {item["id"] for item in body["data"]} >= set(created)
+        status, body = _call(
+            "POST", f"{base}/api/v1/auth/login", {"username": "kept-conn", "password": password}
+        )
+        assert status == 200, body
+        for alias in aliases:
+            now_kept = _api_backends(alias)
+            assert now_kept, f"{alias}: the API did not reconnect"
+            assert not now_kept & kept[alias], f"{alias}: an ended backend is still listed"
