@@ -15,7 +15,7 @@ from django.core.cache import cache
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from jobsvc.accounts.authentication import user_cache
+from jobsvc.accounts.authentication import user_cache, verified_tokens
 from jobsvc.accounts.models import User
 from jobsvc.accounts.tokens import token_issue
 
@@ -31,12 +31,12 @@ def django_db_setup(django_db_blocker):
 
 @pytest.fixture(autouse=True)
 def _fresh_process_caches():
-    """Throttle counters and cached users must not leak from one test into the next."""
-    cache.clear()
-    user_cache.clear()
+    """Throttle counters, cached users and tokens must not leak from one test into the next."""
+    for process_cache in (cache, user_cache, verified_tokens):
+        process_cache.clear()
     yield
-    cache.clear()
-    user_cache.clear()
+    for process_cache in (cache, user_cache, verified_tokens):
+        process_cache.clear()
 
 
 @pytest.fixture

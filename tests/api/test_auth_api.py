@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import jwt
 import pytest
 from django.conf import settings
 from django.utils import timezone
 from rest_framework.test import APIClient
+from rest_framework_simplejwt.authentication import JWTAuthentication
 from rest_framework_simplejwt.tokens import SlidingToken
 
+from jobsvc.accounts.authentication import verified_tokens
 from tests.api.support import JOBS_URL, LOGIN_URL, REFRESH_URL, cancel_url, error_of, job_url
 from tests.conftest import DEFAULT_PASSWORD
 
@@ -229,6 +231,47 @@ def test_a_protected_endpoint_with_an_expired_token_is_401(user, method, url):
     response = getattr(bearer(str(token)), method)(url, {}, format="json")
 
     error_of(response, 401, "token_not_valid")
+
+
+def test_a_remembered_token_is_refused_once_it_expires(user, monkeypatch):
+    """A process remembers tokens it verified, but never past their expiry time."""
+    token = SlidingToken.for_user(user)
+    client = bearer(str(token))
+    assert client.get(JOBS_URL).status_code == 200  # verified, now remembered
+    assert client.get(JOBS_URL).status_code == 200
+
+    after_expiry = datetime.fromtimestamp(token["exp"] + 1, tz=UTC)
+    monkeypatch.setattr(verified_tokens, "_clock", after_expiry.timestamp)
+    monkeypatch.setattr("rest_framework_simplejwt.tokens.aware_utcnow", lambda: after_expiry)
+
+    error_of(client.get(JOBS_URL), 401, "token_not_valid")
+
+
+def test_a_token_is_verified_once_per_process_while_it_is_valid(user, monkeypatch):
+    verifications = []
+    verify = JWTAuthentication.get_validated_token
+
+    def counting(self, raw_token):
+        verifications.append(raw_token)
+        return verify(self, raw_token)
+
+    monkeypatch.setattr(JWTAuthentication, "get_validated_token", counting)
+    client = bearer(str(SlidingToken.for_user(user)))
+    for _ in range(3):
+        assert client.get(JOBS_URL).status_code == 200
+    assert len(verifications) == 1
+
+
+def test_a_token_that_failed_verification_is_not_remembered(user):
+    token = SlidingToken.for_user(user)
+    header, payload, signature = str(token).split(".")
+    middle = len(signature) // 2
+    tampered = (
+        f"{header}.{payload}.{signature[:middle]}{flip(signature[middle])}{signature[middle + 1 :]}"
+    )
+    for _ in range(2):
+        error_of(bearer(tampered).get(JOBS_URL), 401, "token_not_valid")
+    assert verified_tokens.get(tampered.encode()) == (False, None)
 
 
 def test_a_token_signed_by_the_test_helper_is_accepted(user):
