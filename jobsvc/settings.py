@@ -55,12 +55,12 @@ MIDDLEWARE = [
     "jobsvc.api.middleware.RequestSizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    "jobsvc.admin_middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "jobsvc.admin_middleware.CsrfViewMiddleware",
+    "jobsvc.admin_middleware.AuthenticationMiddleware",
+    "jobsvc.admin_middleware.MessageMiddleware",
+    "jobsvc.admin_middleware.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "jobsvc.urls"

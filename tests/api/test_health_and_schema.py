@@ -6,11 +6,14 @@ from datetime import timedelta
 
 import pytest
 from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from jobsvc.admin_middleware import ADMIN_PATH_PREFIX
 from jobsvc.sharding.shards import shard_count
 from tests.api.support import insert_job, stored_job
+from tests.conftest import DEFAULT_PASSWORD
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
@@ -201,3 +204,36 @@ def test_the_admin_needs_a_staff_login():
 
     assert response.status_code == 302
     assert "/admin/login/" in response["Location"]
+
+
+def test_the_admin_is_mounted_where_its_middleware_looks_for_it():
+    assert reverse("admin:index") == ADMIN_PATH_PREFIX
+
+
+def test_the_admin_login_form_is_csrf_protected_and_not_frameable(make_user):
+    staff = make_user(is_staff=True)
+    staff.is_superuser = True
+    staff.save()
+    browser = Client(enforce_csrf_checks=True)
+    page = browser.get("/admin/login/")
+    assert page.status_code == 200
+    assert page["X-Frame-Options"] == "DENY"
+    credentials = {"username": staff.username, "password": DEFAULT_PASSWORD}
+
+    assert browser.post("/admin/login/", credentials).status_code == 403  # no CSRF token
+
+    token = page.cookies["csrftoken"].value
+    response = browser.post("/admin/login/", {**credentials, "csrfmiddlewaretoken": token})
+    assert response.status_code == 302
+    assert browser.get("/admin/jobs/job/").status_code == 200  # the session holds the login
+
+
+def test_api_responses_set_no_cookie(client_for, user):
+    response = client_for(user).post(
+        "/api/v1/me/jobs",
+        {"message": "m", "execute_at": (timezone.now() + timedelta(minutes=5)).isoformat()},
+        format="json",
+    )
+    assert response.status_code == 201
+    assert not response.cookies
+    assert "X-Frame-Options" not in response
