@@ -7,7 +7,7 @@ container image and a benchmark:
 
     JOBSVC_API_BIND            address to listen on (default 127.0.0.1:8000)
     JOBSVC_API_WORKERS         worker processes (default 2 per CPU core)
-    JOBSVC_API_THREADS         threads per worker (default 4)
+    JOBSVC_API_THREADS         threads per worker (default 1: sync workers; more: gthread)
     JOBSVC_API_ACCESS_LOG      access log target, "-" for stdout (default: off)
     JOBSVC_API_LOG_LEVEL       error log level (default info)
     JOBSVC_API_CONTROL_SOCKET  gunicornc control socket path (default: no control socket)
@@ -35,14 +35,21 @@ _cores = len(os.sched_getaffinity(0))
 
 bind = [os.environ.get("JOBSVC_API_BIND", "127.0.0.1:8000")]
 workers = _int_env("JOBSVC_API_WORKERS", 2 * _cores)
-# Threads let a worker overlap requests that wait on PostgreSQL: a create spends about
-# 1.3 of its 2 ms there, mostly the commit's WAL flush. With 2 threads per worker the
-# p99 was tighter (37-54 ms at 1,021-1,045 creates/s), but in two runs out of five,
-# when this VM's disk flushes slowed, throughput fell to 578-592/s: fewer requests in
-# flight mean fewer commits to flush together. 4 threads keep more in flight
-# (make bench ARGS='--only api_create': 1,029/s, p99 53.5 ms).
-worker_class = "gthread"
-threads = _int_env("JOBSVC_API_THREADS", 4)
+# One thread per worker (gunicorn's sync worker) unless JOBSVC_API_THREADS says more
+# (then its gthread worker). On the 2-core machine with the whole stack on it, 4 workers
+# (python -m deploy.bench.api_create against `make run`, 16 connections, 4 runs of 12 s):
+#   sync, 1 thread:       1,198-1,236 creates/s, p99 19.7-26.1 ms
+#   gthread, 4 threads:   784-1,250 creates/s, p99 30.8-68.4 ms
+#   gthread, 1 thread:    972-1,053 creates/s, p99 40.1-47.8 ms
+# A create is mostly Python (in-process: 0.64 ms of CPU, 0.4 ms waiting on PostgreSQL),
+# so threads add GIL hand-offs and little overlap; and a gthread worker keeps its
+# keep-alive connections, so requests queue behind whichever worker holds the most, where
+# sync workers take every request from the shared accept queue. Sync workers serve one
+# request at a time, so a slow client holds a worker: gunicorn wants a buffering reverse
+# proxy (nginx, a load balancer) in front of them. docker-compose.yml publishes gunicorn
+# directly and so runs 4 threads.
+threads = _int_env("JOBSVC_API_THREADS", 1)
+worker_class = "gthread" if threads > 1 else "sync"
 keepalive = 5  # seconds an idle keep-alive connection stays open
 timeout = 30  # seconds of silence before the master restarts a stuck worker
 graceful_timeout = 20  # seconds workers get to finish in-flight requests on SIGTERM

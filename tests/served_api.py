@@ -20,9 +20,10 @@ API_START_TIMEOUT = 30.0  # seconds until gunicorn answers /healthz
 
 
 @contextmanager
-def serving_api(*, workers: int = 2, threads: int = 4) -> Iterator[str]:
-    """Serve the API with gunicorn for the block; yields its base URL."""
+def serving_api(*, workers: int = 2, threads: int | None = None) -> Iterator[str]:
+    """Serve the API with gunicorn (the production config) for the block; yields its URL."""
     port = free_port()
+    thread_args = [] if threads is None else ["--threads", str(threads)]
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(
             [
@@ -35,8 +36,7 @@ def serving_api(*, workers: int = 2, threads: int = 4) -> Iterator[str]:
                 f"127.0.0.1:{port}",
                 "--workers",
                 str(workers),
-                "--threads",
-                str(threads),
+                *thread_args,
                 "jobsvc.wsgi:application",
             ],
             cwd=REPO,

@@ -88,7 +88,7 @@ def _terminate_api_backends(alias: str) -> int:
 def test_the_api_reconnects_when_postgresql_ends_its_kept_connections():
     """Kept connections the server has ended are dropped before use, not failed on.
 
-    One worker with one thread, so the request after the restart-like event is served by
+    One sync worker, so the requests after the restart-like event are served by
     the same thread whose kept connections were ended. Each request must succeed, on new
     backends.
     """
