@@ -9,6 +9,7 @@ import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -24,6 +25,8 @@ _STATUS_OF_SERVICE_ERROR: tuple[tuple[type[errors.ServiceError], int], ...] = (
     (errors.InvalidInput, 400),
 )
 
+DATABASE_RETRY_AFTER_SECONDS = 1  # what a 503 for an unreachable database tells clients
+
 _MESSAGE_OF_DRF_CODE = {
     "not_authenticated": "Authentication credentials were not provided.",
     "parse_error": "The request body is not valid JSON.",
@@ -38,6 +41,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     """DRF's EXCEPTION_HANDLER: service errors, DRF errors and Django's 404/403."""
     if isinstance(exc, errors.ServiceError):
         return Response(error_body(exc.code, exc.message, exc.fields), status=_status_of(exc))
+    if isinstance(exc, OperationalError | InterfaceError):
+        return _database_unavailable(exc, context)
     if isinstance(exc, Http404):
         exc = drf.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
@@ -59,6 +64,25 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         message = _MESSAGE_OF_DRF_CODE.get(code, str(detail))
         body = error_body(code, message)
     return Response(body, status=exc.status_code, headers=headers)
+
+
+def _database_unavailable(exc: Exception, context: dict[str, Any]) -> Response:
+    """A database that cannot be reached (down, restarting, connection lost) is a 503.
+
+    The request may or may not have taken effect (a connection lost during a commit), so
+    the message points at the Idempotency-Key, which makes a retried create safe.
+    """
+    view = type(context.get("view")).__name__
+    logger.warning("database unavailable in %s: %s", view, exc, exc_info=exc)
+    message = (
+        "A database is unavailable; retry shortly. A create retried with the same "
+        "Idempotency-Key is never applied twice."
+    )
+    return Response(
+        error_body("database_unavailable", message),
+        status=503,
+        headers={"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)},
+    )
 
 
 def _status_of(exc: errors.ServiceError) -> int:
