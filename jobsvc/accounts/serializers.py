@@ -14,10 +14,19 @@ from rest_framework import serializers
 from jobsvc.accounts.models import DEFAULT_JOB_WEIGHT, User
 
 
+class NumberField(serializers.FloatField):
+    """A number: DRF's FloatField would read JSON true and false as 1.0 and 0.0."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class UserCreateInput(serializers.Serializer):
     username = serializers.CharField(max_length=150, validators=[UnicodeUsernameValidator()])
     password = serializers.CharField(write_only=True, trim_whitespace=False, max_length=4096)
-    job_weight = serializers.FloatField(required=False, default=DEFAULT_JOB_WEIGHT)
+    job_weight = NumberField(required=False, default=DEFAULT_JOB_WEIGHT)
 
     def validate_job_weight(self, value: float) -> float:
         if not math.isfinite(value) or value <= 0:

@@ -100,7 +100,22 @@ def test_a_missing_field_is_refused(api_client, missing):
 
 @pytest.mark.parametrize(
     "job_weight",
-    [0, 0.0, -1, -0.5, "nan", "NaN", "inf", "-inf", "Infinity", "heavy", None, 10**400],
+    [
+        0,
+        0.0,
+        -1,
+        -0.5,
+        "nan",
+        "NaN",
+        "inf",
+        "-inf",
+        "Infinity",
+        "heavy",
+        None,
+        10**400,
+        True,
+        False,
+    ],
 )
 def test_a_job_weight_that_is_not_a_positive_finite_number_is_refused(staff_client, job_weight):
     error = error_of(sign_up(staff_client, job_weight=job_weight), 400, "invalid")
