@@ -264,6 +264,12 @@ MAX_SCHEDULE_HORIZON = timedelta(days=env_int("JOBSVC_MAX_SCHEDULE_HORIZON_DAYS"
 MAX_BULK_JOBS = env_int("JOBSVC_MAX_BULK_JOBS", 1000, minimum=1)
 MAX_REQUEST_BYTES = env_int("JOBSVC_MAX_REQUEST_BYTES", 16 * 1024 * 1024, minimum=1024)
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
+# How long an Idempotency-Key is remembered: a retry within this many hours of the first
+# request returns its result; after it, the key is free again. The scheduler owning a
+# shard deletes expired keys there (every sweep, in batches).
+IDEMPOTENCY_KEY_TTL = timedelta(
+    hours=env_float("JOBSVC_IDEMPOTENCY_KEY_TTL_HOURS", 24.0, minimum=0.01)
+)
 JOBS_PAGE_SIZE = env_int("JOBSVC_JOBS_PAGE_SIZE", 50, minimum=1)
 JOBS_MAX_PAGE_SIZE = env_int("JOBSVC_JOBS_MAX_PAGE_SIZE", 500, minimum=1)
 

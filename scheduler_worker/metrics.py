@@ -34,6 +34,9 @@ JOBS_RELEASED = Counter(
     "jobsvc_jobs_released", "Claimed jobs made due again because the broker failed their message"
 )
 JOBS_SWEPT = Counter("jobsvc_jobs_swept", "Jobs recovered by the sweeper", ["reason"])
+IDEMPOTENCY_KEYS_PURGED = Counter(
+    "jobsvc_idempotency_keys_purged", "Idempotency-Keys deleted after their TTL"
+)
 BACKLOGGED_USERS = Gauge(
     "jobsvc_backlogged_users",
     "Users with due jobs in the last round, by weight class",

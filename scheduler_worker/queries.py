@@ -100,6 +100,19 @@ SWEEP_ABANDONED = """
      WHERE status = 'running' AND lease_expires_at < now() AND attempts < max_attempts
 """
 
+# Idempotency-Keys past their TTL, oldest first, a batch at a time. The outer age check
+# matters: a create may take an expired key over (jobsvc.jobs.store) while this runs, and
+# PostgreSQL re-checks the outer condition on the row it updated, so a key just renewed
+# is kept.
+PURGE_EXPIRED_IDEMPOTENCY_KEYS = """
+    DELETE FROM jobs_idempotency_key
+     WHERE created_at <= %(expired_at)s
+       AND id IN (SELECT id FROM jobs_idempotency_key
+                   WHERE created_at <= %(expired_at)s
+                   ORDER BY created_at
+                   LIMIT %(limit)s)
+"""
+
 ABANDONED_EXHAUSTED = """
     SELECT id, user_id, attempts, max_attempts, handler, handler_params, message,
            execute_at, created_at, attempt_errors

@@ -110,6 +110,17 @@ class ShardStore:
             cursor.execute(queries.SWEEP_ABANDONED, {"error": queries.LOST_ATTEMPT_ERROR})
             return SweepResult(unclaimed=unclaimed, abandoned=cursor.rowcount)
 
+    def purge_expired_idempotency_keys(self, *, expired_at: datetime, limit: int) -> int:
+        """Delete up to ``limit`` Idempotency-Keys recorded at or before ``expired_at``.
+
+        Not fenced: a key past its TTL is free whoever deletes it.
+        """
+        with self._cursor() as cursor:
+            cursor.execute(
+                queries.PURGE_EXPIRED_IDEMPOTENCY_KEYS, {"expired_at": expired_at, "limit": limit}
+            )
+            return cursor.rowcount
+
     def fail_abandoned(
         self,
         *,

@@ -101,6 +101,8 @@ class IdempotencyKey(models.Model):
                 fields=["user_id", "key"], name="jobs_idempotency_user_key_uniq"
             ),
         ]
+        # The scheduler deletes expired keys oldest first.
+        indexes = [models.Index(fields=["created_at"], name="jobs_idempotency_created_idx")]
 
     def __str__(self) -> str:
         return f"idempotency key {self.key!r} of user {self.user_id}"

@@ -6,6 +6,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -64,6 +65,7 @@ def jobs_create(
             job_ids=job_ids,
             is_bulk=is_bulk,
             now=now,
+            ttl=settings.IDEMPOTENCY_KEY_TTL,
         )
         if not claimed:
             return _replay(alias, user_id, idempotency_key, request_hash)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from django.db import connections
@@ -49,10 +49,16 @@ _INSERT_ONE = (
 )
 _COPY_MANY = f"COPY jobs ({', '.join(JOB_COLUMNS)}) FROM STDIN"
 
+# A key older than the TTL counts as unused, whether or not the scheduler has deleted
+# it yet: its row is taken over by this request.
 _CLAIM_IDEMPOTENCY_KEY = """
-    INSERT INTO jobs_idempotency_key (user_id, key, request_hash, job_ids, is_bulk, created_at)
-    VALUES (%s, %s, %s, %s, %s, %s)
-    ON CONFLICT (user_id, key) DO NOTHING
+    INSERT INTO jobs_idempotency_key AS k
+        (user_id, key, request_hash, job_ids, is_bulk, created_at)
+    VALUES (%(user_id)s, %(key)s, %(request_hash)s, %(job_ids)s, %(is_bulk)s, %(now)s)
+    ON CONFLICT (user_id, key) DO UPDATE
+        SET request_hash = EXCLUDED.request_hash, job_ids = EXCLUDED.job_ids,
+            is_bulk = EXCLUDED.is_bulk, created_at = EXCLUDED.created_at
+        WHERE k.created_at <= %(expired_at)s
     RETURNING id
 """
 _READ_IDEMPOTENCY_KEY = """
@@ -114,10 +120,23 @@ def claim_idempotency_key(
     job_ids: list[str],
     is_bulk: bool,
     now: datetime,
+    ttl: timedelta,
 ) -> bool:
-    """Record the key; False if it already exists (possibly just committed by a twin)."""
+    """Record the key; False if it is in use (possibly just committed by a twin).
+
+    A key recorded ``ttl`` or longer before ``now`` is free again.
+    """
+    params = {
+        "user_id": user_id,
+        "key": key,
+        "request_hash": request_hash,
+        "job_ids": job_ids,
+        "is_bulk": is_bulk,
+        "now": now,
+        "expired_at": now - ttl,
+    }
     with connections[alias].cursor() as cursor:
-        cursor.execute(_CLAIM_IDEMPOTENCY_KEY, (user_id, key, request_hash, job_ids, is_bulk, now))
+        cursor.execute(_CLAIM_IDEMPOTENCY_KEY, params)
         return cursor.fetchone() is not None
 
 

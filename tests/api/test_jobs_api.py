@@ -8,11 +8,17 @@ from datetime import timezone as dt_timezone
 
 import pytest
 from django.conf import settings
+from django.db.models import F
 from django.utils import timezone
 
-from jobsvc.jobs.models import Job
+from jobsvc.jobs.models import IdempotencyKey, Job
 from jobsvc.sharding.ids import shard_of
-from jobsvc.sharding.shards import shard_alias, shard_count, shard_ids
+from jobsvc.sharding.shards import (
+    shard_alias,
+    shard_count,
+    shard_for_idempotency_key,
+    shard_ids,
+)
 from tests.api.support import (
     JOB_CONTRACT_FIELDS,
     JOBS_URL,
@@ -471,6 +477,39 @@ def test_a_bulk_retry_with_the_same_key_replays_the_same_list(user_client, user)
         job["id"] for job in first.json()["data"]
     ]
     assert job_count(user.pk) == 5
+
+
+def _age_key(user, key: str, by: timedelta) -> None:
+    """Make an Idempotency-Key look ``by`` older than it is."""
+    alias = shard_alias(shard_for_idempotency_key(user_id=user.pk, key=key))
+    aged = IdempotencyKey.objects.using(alias).filter(user_id=user.pk, key=key)
+    assert aged.update(created_at=F("created_at") - by) == 1
+
+
+def test_a_key_is_remembered_until_its_ttl(user_client, user, settings):
+    first = create_job(user_client, job_body(), key="day-old")
+    _age_key(user, "day-old", settings.IDEMPOTENCY_KEY_TTL - timedelta(minutes=1))
+
+    retry = post_jobs(user_client, job_body(), key="day-old")  # another body: still in use
+
+    error_of(retry, 409, "idempotency_key_reused")
+    assert job_count(user.pk) == 1
+    assert stored_job(first["id"]).status == "scheduled"
+
+
+def test_a_key_past_its_ttl_is_free_for_a_new_request(user_client, user, settings):
+    body = job_body()
+    first = create_job(user_client, body, key="expired")
+    _age_key(user, "expired", settings.IDEMPOTENCY_KEY_TTL)
+
+    again = post_jobs(user_client, body, key="expired")
+    replay = post_jobs(user_client, body, key="expired")
+
+    assert again.status_code == 201
+    assert again.json()["data"]["id"] != first["id"]
+    assert replay.status_code == 200
+    assert replay.json()["data"]["id"] == again.json()["data"]["id"]
+    assert job_count(user.pk) == 2
 
 
 def test_a_request_refused_as_invalid_does_not_use_up_its_key(user_client, user):

@@ -20,7 +20,7 @@ from django.db import DatabaseError, connections
 from django.utils import timezone
 
 from jobsvc.jobs import store
-from jobsvc.jobs.models import Job, ShardLease
+from jobsvc.jobs.models import IdempotencyKey, Job, ShardLease
 from jobsvc.jobs.specs import JobSpec
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias
@@ -308,13 +308,14 @@ def test_a_job_cancelled_while_the_claim_waits_for_it_stays_cancelled(shard):
     assert _job(cancelled).status == "cancelled"
 
 
-def _waiting_for_a_lock(cursor) -> bool:
-    """Whether another session's UPDATE of jobs waits for a lock (inside a transaction,
+def _waiting_for_a_lock(cursor, statement: str = "UPDATE jobs") -> bool:
+    """Whether another session's ``statement`` waits for a lock (inside a transaction,
     pg_stat_activity is read once unless its snapshot is cleared)."""
     cursor.execute("SELECT pg_stat_clear_snapshot()")
     cursor.execute(
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-        "AND query LIKE '%%UPDATE jobs%%' AND pid <> pg_backend_pid()"
+        "AND query LIKE %s AND pid <> pg_backend_pid()",
+        [f"%{statement}%"],
     )
     return cursor.fetchone()[0] > 0
 
@@ -370,6 +371,71 @@ def test_sweep_makes_abandoned_running_jobs_due_again_while_attempts_remain(shar
     ]
     assert _job(alive).status == "running"
     assert _job(exhausted).status == "running"  # fail_abandoned's business, not sweep's
+
+
+def _key(name: str, *, age: timedelta) -> None:
+    IdempotencyKey.objects.using(ALIAS).create(
+        user_id=1, key=name, request_hash="h", job_ids=[], created_at=timezone.now() - age
+    )
+
+
+def _keys() -> set[str]:
+    return set(IdempotencyKey.objects.using(ALIAS).values_list("key", flat=True))
+
+
+def test_purge_deletes_expired_idempotency_keys_oldest_first(shard):
+    for hours in (2, 3, 4):
+        _key(f"{hours}h", age=timedelta(hours=hours))
+    _key("fresh", age=timedelta(minutes=10))
+    expired_at = timezone.now() - timedelta(hours=1)
+
+    assert shard.purge_expired_idempotency_keys(expired_at=expired_at, limit=2) == 2
+    assert _keys() == {"2h", "fresh"}
+    assert shard.purge_expired_idempotency_keys(expired_at=expired_at, limit=2) == 1
+    assert shard.purge_expired_idempotency_keys(expired_at=expired_at, limit=2) == 0
+    assert _keys() == {"fresh"}
+
+
+def test_purge_keeps_a_key_a_create_took_over_while_it_waited(shard):
+    _key("reused", age=timedelta(hours=2))
+    now = timezone.now()
+    purged: list[int] = []
+
+    def purge_in_another_session() -> None:
+        other = ShardStore(alias=ALIAS, shard_id=SHARD)  # this thread's own connection
+        try:
+            expired_at = now - timedelta(hours=1)
+            purged.append(other.purge_expired_idempotency_keys(expired_at=expired_at, limit=10))
+        finally:
+            other.close()
+
+    with connections[ALIAS].cursor() as cursor:
+        cursor.execute("BEGIN")
+        taken = store.claim_idempotency_key(
+            ALIAS,
+            user_id=1,
+            key="reused",
+            request_hash="h2",
+            job_ids=["j"],
+            is_bulk=False,
+            now=now,
+            ttl=timedelta(hours=1),
+        )
+        assert taken
+        # The purge picks the row from its snapshot, where it is still expired, and waits.
+        purge = threading.Thread(target=purge_in_another_session)
+        purge.start()
+        wait_until(
+            lambda: _waiting_for_a_lock(cursor, "DELETE FROM jobs_idempotency_key"),
+            timeout=10,
+            what="the purge waits for the key's row",
+        )
+        cursor.execute("COMMIT")
+    purge.join(timeout=10)
+
+    assert purged == [0]
+    kept = IdempotencyKey.objects.using(ALIAS).get(key="reused")
+    assert (kept.request_hash, kept.job_ids) == ("h2", ["j"])
 
 
 def test_fail_abandoned_dead_letters_exhausted_jobs_then_fails_them(shard):
