@@ -8,6 +8,7 @@ later on the first request that needs it.
 from __future__ import annotations
 
 import os
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from urllib.parse import unquote, urlsplit
 
 
@@ -62,6 +63,17 @@ def env_bool(name: str, default: bool) -> bool:
 
 def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def env_networks(name: str, default: str) -> list[IPv4Network | IPv6Network]:
+    """A comma-separated list of networks in CIDR notation (a bare address is a /32 or /128)."""
+    networks = []
+    for item in env_list(name, default):
+        try:
+            networks.append(ip_network(item, strict=False))
+        except ValueError:
+            raise ConfigError(f"{name}: {item!r} is not an IP network such as 10.0.0.0/8") from None
+    return networks
 
 
 def database_from_url(url: str, *, name: str) -> dict[str, object]:

@@ -11,9 +11,11 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
+from ipaddress import ip_address
 from pathlib import Path
 
-from django.http import HttpRequest, HttpResponse
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -23,6 +25,8 @@ from prometheus_client import (
     multiprocess,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from jobsvc.api.errors import error_body
 
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 # Seconds; fine below 100 ms, where the API's p99 target lives.
@@ -63,7 +67,10 @@ class MetricsMiddleware:
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    """Prometheus text exposition of this API (all gunicorn workers)."""
+    """Prometheus text exposition of this API (all gunicorn workers), to allowed networks."""
+    if not _peer_may_read_metrics(request.META.get("REMOTE_ADDR", "")):
+        message = "Metrics are served only to the networks in JOBSVC_METRICS_ALLOWED_NETWORKS."
+        return JsonResponse(error_body("forbidden", message), status=403)
     registry = CollectorRegistry()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         multiprocess.MultiProcessCollector(registry)
@@ -74,6 +81,16 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     registry_output = generate_latest(registry)
     tree = generate_latest(_ProcessTreeRegistry())
     return HttpResponse(registry_output + tree, content_type=CONTENT_TYPE_LATEST)
+
+
+def _peer_may_read_metrics(remote_addr: str) -> bool:
+    try:
+        peer = ip_address(remote_addr.split("%", 1)[0])  # drop an IPv6 zone index
+    except ValueError:
+        return False
+    if peer.version == 6 and peer.ipv4_mapped is not None:
+        peer = peer.ipv4_mapped
+    return any(peer in network for network in settings.METRICS_ALLOWED_NETWORKS)
 
 
 class _ProcessTree:

@@ -17,6 +17,7 @@ from jobsvc.env import (
     env_float,
     env_int,
     env_list,
+    env_networks,
     env_str,
 )
 
@@ -233,6 +234,16 @@ SIMPLE_JWT = {
 }
 
 # --- API -------------------------------------------------------------------------------
+
+# Who may read the API's /metrics: the peer address of the connection (never a forwarded
+# header) must be in one of these networks. The default admits loopback and the private
+# ranges (a Prometheus beside the API, a compose or cluster network) and refuses the
+# Internet. Behind a reverse proxy every request comes from the proxy: do not route
+# /metrics through it.
+METRICS_ALLOWED_NETWORKS = env_networks(
+    "JOBSVC_METRICS_ALLOWED_NETWORKS",
+    "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7",
+)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from ipaddress import ip_network
 
 import pytest
 from django.test import Client
@@ -237,3 +238,27 @@ def test_api_responses_set_no_cookie(client_for, user):
     assert response.status_code == 201
     assert not response.cookies
     assert "X-Frame-Options" not in response
+
+
+@pytest.mark.parametrize("peer", ["127.0.0.1", "10.1.2.3", "172.20.0.5", "192.168.1.9", "::1"])
+def test_metrics_are_served_to_loopback_and_private_networks(peer):
+    response = Client(REMOTE_ADDR=peer).get("/metrics")
+
+    assert response.status_code == 200
+    assert b"jobsvc_http_requests" in response.content
+
+
+@pytest.mark.parametrize("peer", ["203.0.113.7", "2001:db8::7", "::ffff:203.0.113.7", ""])
+def test_metrics_are_refused_to_other_addresses(peer):
+    response = Client(REMOTE_ADDR=peer).get("/metrics")
+
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "forbidden"
+    assert b"jobsvc_" not in response.content
+
+
+def test_the_metrics_networks_are_configurable(settings):
+    settings.METRICS_ALLOWED_NETWORKS = [ip_network("203.0.113.0/24")]
+
+    assert Client(REMOTE_ADDR="203.0.113.7").get("/metrics").status_code == 200
+    assert Client(REMOTE_ADDR="127.0.0.1").get("/metrics").status_code == 403
