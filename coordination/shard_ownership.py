@@ -63,6 +63,9 @@ LINK_CHECK_INTERVAL = 0.05  # seconds between connection checks while a request 
 RETRY_DELAY = 1.0  # seconds before retrying a sync that failed with the connection still up
 RESYNC_INTERVAL = 30.0  # seconds between full re-reads when no watch fired (a safety net)
 STOP_TIMEOUT = 10.0  # seconds stop() waits for the recipe thread to release and exit
+# Seconds of SUSPENDED after which the session is given up (see _give_up_session). Well
+# above the session timeouts used here (4-5 s), so the server has expired it by then.
+SUSPENDED_LIMIT = 30.0
 
 _SYNC = "SYNC"  # queue item: something watched changed; re-read and converge
 _STOP = "STOP"  # queue item: stop() was called
@@ -104,6 +107,12 @@ class ShardOwnership:
       `on_released` for every owned shard. If kazoo connects again (a new session), it goes
       on as CONNECTED above: `on_resumed()` if `on_suspended()` came before, register, sync
       (acquisitions call `on_acquired` again).
+    - SUSPENDED for `suspended_limit` seconds: `on_released` for every owned shard, and
+      kazoo may now connect to a server that has seen fewer transactions than it has.
+      A ZooKeeper restored without its data refuses such clients, and kazoo would retry
+      forever; once connected there, the old session is expired and a new one starts
+      as above. If the old session comes back after all, its owner nodes are deleted and
+      the shards acquired again.
     - stop(): `on_released` for every owned shard, delete their owner nodes, delete the
       member node, remove the listener. The client itself is the caller's to stop.
 
@@ -122,8 +131,12 @@ class ShardOwnership:
         on_suspended: Callable[[], None],
         on_resumed: Callable[[], None],
         root: str = DEFAULT_ROOT,
+        suspended_limit: float = SUSPENDED_LIMIT,
     ) -> None:
+        if suspended_limit <= 0:
+            raise ValueError("suspended_limit must be positive")
         self._client = client
+        self._suspended_limit = suspended_limit
         self._paths = ZnodePaths(root)
         self._member_path = self._paths.member(worker_id)  # validates worker_id
         self._worker_id = worker_id
@@ -153,6 +166,7 @@ class ShardOwnership:
         self._stale: set[int] = set()  # this session may hold these owner nodes unused
         self._sync_due = False
         self._retry_at: float | None = None
+        self._give_up_at: float | None = None  # while disconnected with the session kept
 
     def start(self) -> None:
         """Register this worker and begin acquiring its shards in the background."""
@@ -199,6 +213,8 @@ class ShardOwnership:
                     self._handle(item)
                 if self._stop_requested:
                     break
+                if self._give_up_at is not None and time.monotonic() >= self._give_up_at:
+                    self._give_up_session()
                 if self._connected and (self._sync_due or self._retry_elapsed()):
                     self._sync()
         except Exception:
@@ -221,6 +237,8 @@ class ShardOwnership:
 
     def _idle_timeout(self) -> float:
         if not self._connected:
+            if self._give_up_at is not None:
+                return max(0.0, self._give_up_at - time.monotonic())
             return RESYNC_INTERVAL  # nothing to do until the next CONNECTED is queued
         if self._sync_due:
             return 0.0
@@ -242,6 +260,8 @@ class ShardOwnership:
 
     def _suspend(self) -> None:
         self._connected = False
+        if self._give_up_at is None and self._session_id is not None:
+            self._give_up_at = time.monotonic() + self._suspended_limit
         if not self._paused:
             self._paused = True
             logger.warning("ZooKeeper connection suspended", extra=self._log_extra())
@@ -249,6 +269,7 @@ class ShardOwnership:
 
     def _lose_session(self) -> None:
         self._connected = False
+        self._give_up_at = None  # kazoo starts a new session on its own
         self._session_id = None
         self._registered = False
         self._stale.clear()  # the session's ephemeral nodes are gone with it
@@ -269,11 +290,36 @@ class ShardOwnership:
             self._lose_session()  # a new session without a LOST seen first: same meaning
         self._session_id = client_id[0]
         self._connected = True
+        self._give_up_at = None
         self._sync_due = True
         if self._paused:
             self._paused = False
             logger.info("ZooKeeper connection resumed", extra=self._log_extra())
             self._call(self._on_resumed)
+
+    def _give_up_session(self) -> None:
+        """Suspended too long: release the shards, and let kazoo take any server.
+
+        kazoo tells a server the last transaction it saw, and a server that has seen less
+        (restored without its data) refuses it; kazoo resets that number only for a new
+        session, which it starts only after a server said the old one expired. Setting it
+        to 0, as kazoo does for a new session, breaks the loop. The session id is kept:
+        if the old session is alive after all, the member node is still recognised as
+        ours, and the owner nodes, marked stale, are deleted at the next sync.
+        """
+        self._give_up_at = None
+        owned = sorted(self._owned)
+        logger.error(
+            "ZooKeeper unreachable for %.0f s; releasing shards %s and accepting any server",
+            self._suspended_limit,
+            owned,
+            extra=self._log_extra(action="session_given_up"),
+        )
+        for shard_id in owned:
+            self._forget(shard_id)
+        self._stale.update(owned)
+        self._registered = False
+        self._client.last_zxid = 0
 
     def _retry_elapsed(self) -> bool:
         return self._retry_at is not None and time.monotonic() >= self._retry_at

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from django.db import connections
 
 from coordination.client import connect
-from coordination.shard_ownership import ShardOwnership
+from coordination.shard_ownership import SUSPENDED_LIMIT, ShardOwnership
 from jobsvc.messaging.producer import BatchProducer
 from jobsvc.sharding.shards import shard_alias
 from scheduler_worker import metrics
@@ -167,6 +167,8 @@ class SchedulerWorker:
             on_suspended=self._on_suspended,
             on_resumed=self._on_resumed,
             root=self.zk_root,
+            # Several session timeouts: by then the server has surely expired the session.
+            suspended_limit=max(SUSPENDED_LIMIT, 3 * self.zk_session_timeout),
         )
         ownership.start()
         logger.info(

@@ -254,6 +254,12 @@ class PrivateZooKeeper:
             self._process.wait()
         self._process = None
 
+    def wipe(self) -> None:
+        """Delete the stopped server's data, as restoring a lost ZooKeeper from nothing would."""
+        assert self._process is None, "kill the server first"
+        shutil.rmtree(self._directory / "data")
+        (self._directory / "data").mkdir()
+
     def _is_ready(self) -> bool:
         if self._process is not None and self._process.poll() is not None:
             raise AssertionError(f"ZooKeeper exited; see {self._directory / 'server.log'}")

@@ -85,6 +85,38 @@ def test_an_expired_session_releases_everything_then_starts_over(
     assert ownership_log.active_overlaps() == []
 
 
+def test_workers_start_over_on_a_zookeeper_restored_without_its_data(
+    make_ownership, make_client, private_zookeeper, ownership_log
+):
+    """A server that lost its data refuses clients that saw later transactions than its
+    own; kazoo would retry that forever. The workers must give up the old session and
+    share the shards again on the empty server."""
+    limit = {"suspended_limit": 2 * SESSION_TIMEOUT}
+    a, recorder_a = make_ownership("a", client=make_client(private_zookeeper.hosts), **limit)
+    b, recorder_b = make_ownership("b", client=make_client(private_zookeeper.hosts), **limit)
+    wait_until(
+        lambda: len(a.owned()) == 2 and len(b.owned()) == 2,
+        timeout=SETTLE_TIMEOUT,
+        what="two shards each",
+    )
+
+    private_zookeeper.kill()
+    private_zookeeper.wipe()
+    private_zookeeper.start()
+
+    wait_until(
+        lambda: "released" in recorder_a.kinds() and "released" in recorder_b.kinds(),
+        timeout=SERVER_RESTART_TIMEOUT,
+        what="both gave up the old session's shards",
+    )
+    wait_until(
+        lambda: len(a.owned()) == 2 and len(b.owned()) == 2,
+        timeout=SERVER_RESTART_TIMEOUT,
+        what="two shards each on the new server",
+    )
+    assert ownership_log.active_overlaps() == []
+
+
 def test_a_zookeeper_restart_suspends_and_resumes_without_losing_a_shard(
     make_ownership, make_client, private_zookeeper
 ):
