@@ -281,6 +281,15 @@ MAX_IDEMPOTENCY_KEY_LENGTH = 255
 IDEMPOTENCY_KEY_TTL = timedelta(
     hours=env_float("JOBSVC_IDEMPOTENCY_KEY_TTL_HOURS", 24.0, minimum=0.01)
 )
+# Days a finished job (succeeded, failed, cancelled) stays readable; then the scheduler
+# owning its shard deletes it. 0 keeps finished jobs forever. At the design's 5M jobs an
+# hour, 30 days is about 3.6 billion rows across the shards.
+JOB_RETENTION = timedelta(days=env_float("JOBSVC_JOB_RETENTION_DAYS", 30.0, minimum=0.0))
+if JOB_RETENTION and JOB_RETENTION < IDEMPOTENCY_KEY_TTL:
+    # A retry within the key's TTL must find the jobs the key names.
+    raise ConfigError(
+        "JOBSVC_JOB_RETENTION_DAYS must be 0 or cover JOBSVC_IDEMPOTENCY_KEY_TTL_HOURS"
+    )
 JOBS_PAGE_SIZE = env_int("JOBSVC_JOBS_PAGE_SIZE", 50, minimum=1)
 JOBS_MAX_PAGE_SIZE = env_int("JOBSVC_JOBS_MAX_PAGE_SIZE", 500, minimum=1)
 

@@ -37,6 +37,7 @@ JOBS_SWEPT = Counter("jobsvc_jobs_swept", "Jobs recovered by the sweeper", ["rea
 IDEMPOTENCY_KEYS_PURGED = Counter(
     "jobsvc_idempotency_keys_purged", "Idempotency-Keys deleted after their TTL"
 )
+JOBS_PURGED = Counter("jobsvc_jobs_purged", "Finished jobs deleted after the retention time")
 BACKLOGGED_USERS = Gauge(
     "jobsvc_backlogged_users",
     "Users with due jobs in the last round, by weight class",

@@ -100,6 +100,19 @@ SWEEP_ABANDONED = """
      WHERE status = 'running' AND lease_expires_at < now() AND attempts < max_attempts
 """
 
+# Finished jobs past the retention time, oldest first, a batch at a time. Picked rows are
+# deleted by ctid, as CLAIM_FOR_DISPATCH updates them: a TID scan whatever the planner's
+# estimates. Finished jobs do not change, and a row that did has a new ctid and is kept.
+PURGE_FINISHED_JOBS = """
+    DELETE FROM jobs
+     WHERE ctid = ANY(ARRAY(
+               SELECT ctid FROM jobs
+                WHERE status IN ('succeeded', 'failed', 'cancelled')
+                  AND finished_at < %(finished_before)s
+                ORDER BY finished_at
+                LIMIT %(limit)s))
+"""
+
 # Idempotency-Keys past their TTL, oldest first, a batch at a time. The outer age check
 # matters: a create may take an expired key over (jobsvc.jobs.store) while this runs, and
 # PostgreSQL re-checks the outer condition on the row it updated, so a key just renewed

@@ -110,6 +110,17 @@ class ShardStore:
             cursor.execute(queries.SWEEP_ABANDONED, {"error": queries.LOST_ATTEMPT_ERROR})
             return SweepResult(unclaimed=unclaimed, abandoned=cursor.rowcount)
 
+    def purge_finished_jobs(self, *, finished_before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` jobs that finished before ``finished_before``, oldest first.
+
+        Not fenced: a finished job past its retention is gone whoever deletes it.
+        """
+        with self._cursor() as cursor:
+            cursor.execute(
+                queries.PURGE_FINISHED_JOBS, {"finished_before": finished_before, "limit": limit}
+            )
+            return cursor.rowcount
+
     def purge_expired_idempotency_keys(self, *, expired_at: datetime, limit: int) -> int:
         """Delete up to ``limit`` Idempotency-Keys recorded at or before ``expired_at``.
 

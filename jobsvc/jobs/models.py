@@ -74,6 +74,12 @@ class Job(models.Model):
                 condition=models.Q(status__in=["queued", "running"]),
                 name="jobs_in_flight_idx",
             ),
+            # What the scheduler deletes once JOBSVC_JOB_RETENTION_DAYS have passed.
+            models.Index(
+                fields=["finished_at"],
+                condition=models.Q(status__in=["succeeded", "failed", "cancelled"]),
+                name="jobs_finished_idx",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -51,6 +51,7 @@ SCHEDULER_METRICS = (
     Metric("jobsvc_jobs_released", "counter"),
     Metric("jobsvc_jobs_swept", "counter", ("reason",)),
     Metric("jobsvc_idempotency_keys_purged", "counter"),
+    Metric("jobsvc_jobs_purged", "counter"),
     Metric("jobsvc_dispatch_round_seconds", "histogram"),
     Metric("jobsvc_backlogged_users", "gauge", ("weight_class",)),
     Metric("jobsvc_dispatched_share_target", "gauge", ("weight_class",)),

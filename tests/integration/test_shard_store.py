@@ -373,6 +373,54 @@ def test_sweep_makes_abandoned_running_jobs_due_again_while_attempts_remain(shar
     assert _job(exhausted).status == "running"  # fail_abandoned's business, not sweep's
 
 
+# --- retention -------------------------------------------------------------------------
+
+
+def _finished(status: str, *, days_ago: float) -> str:
+    [job_id] = _jobs(1, -60 * 24 * days_ago, status=status)
+    finished_at = timezone.now() - timedelta(days=days_ago)
+    Job.objects.using(ALIAS).filter(pk=job_id).update(finished_at=finished_at)
+    return job_id
+
+
+def _remaining() -> set[str]:
+    return set(Job.objects.using(ALIAS).values_list("id", flat=True))
+
+
+def test_purge_deletes_finished_jobs_past_retention_oldest_first(shard):
+    oldest = _finished("succeeded", days_ago=40)
+    older = _finished("failed", days_ago=35)
+    old = _finished("cancelled", days_ago=31)
+    recent = _finished("succeeded", days_ago=1)
+    [waiting] = _jobs(1, 60 * 24 * 300)  # created now, due in 300 days
+    [running] = _jobs(1, -60 * 24 * 40, status="running", attempts=1, lease=VALID)
+    cutoff = timezone.now() - timedelta(days=30)
+
+    assert shard.purge_finished_jobs(finished_before=cutoff, limit=2) == 2
+    assert _remaining() == {old, recent, waiting, running}
+    assert shard.purge_finished_jobs(finished_before=cutoff, limit=2) == 1
+    assert shard.purge_finished_jobs(finished_before=cutoff, limit=2) == 0
+    assert _remaining() == {recent, waiting, running}
+    assert oldest not in _remaining() and older not in _remaining()
+
+
+def test_purge_reads_only_the_finished_jobs_it_deletes(shard):
+    _jobs(21, *([-1] * 3000))  # scheduled: never looked at
+    for _ in range(20):
+        _finished("succeeded", days_ago=40)
+    with connections[ALIAS].cursor() as cursor:
+        cursor.execute("ANALYZE jobs")
+        cursor.execute(
+            f"EXPLAIN (FORMAT JSON) {queries.PURGE_FINISHED_JOBS}",
+            {"finished_before": timezone.now() - timedelta(days=30), "limit": 10},
+        )
+        [[plan]] = cursor.fetchall()
+    scans = _scans_of_jobs(json.loads(plan) if isinstance(plan, str) else plan)
+
+    assert sorted(scan["Node Type"] for scan in scans) == ["Index Scan", "Tid Scan"]
+    assert [scan["Index Name"] for scan in scans if "Index Name" in scan] == ["jobs_finished_idx"]
+
+
 def _key(name: str, *, age: timedelta) -> None:
     IdempotencyKey.objects.using(ALIAS).create(
         user_id=1, key=name, request_hash="h", job_ids=[], created_at=timezone.now() - age
