@@ -24,9 +24,8 @@ from psycopg import pq
 class DatabaseWrapper(base.DatabaseWrapper):
     def is_usable(self) -> bool:
         connection = self.connection
-        if connection is None or connection.closed or connection.broken:
-            return False
-        if connection.pgconn.status != pq.ConnStatus.OK:
+        # Not OK covers closed and broken (psycopg derives both from the status).
+        if connection is None or connection.pgconn.status != pq.ConnStatus.OK:
             return False
         return not _has_unread_data(connection.fileno())
 

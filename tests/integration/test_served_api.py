@@ -74,12 +74,11 @@ def _api_backends(alias: str) -> set[int]:
         return {pid for (pid,) in cursor.fetchall()}
 
 
-def _terminate_api_backends(alias: str) -> int:
+def _terminate(alias: str, pids: set[int]) -> int:
     with connections[alias].cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND backend_type = 'client backend' "
-            "AND pid <> pg_backend_pid()"
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM unnest(%s::int[]) pid",
+            [sorted(pids)],
         )
         return cursor.fetchone()[0]
 
@@ -109,7 +108,7 @@ def test_the_api_reconnects_when_postgresql_ends_its_kept_connections():
         aliases = list(connections)
         kept = {alias: _api_backends(alias) for alias in aliases}
         assert all(kept.values()), f"the API keeps no connection to some database: {kept}"
-        assert sum(_terminate_api_backends(alias) for alias in aliases) >= len(aliases)
+        assert sum(_terminate(alias, kept[alias]) for alias in aliases) >= len(aliases)
         wait_until(
             lambda: all(not _api_backends(alias) & kept[alias] for alias in aliases),
             timeout=10,
