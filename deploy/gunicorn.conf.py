@@ -41,8 +41,9 @@ workers = _int_env("JOBSVC_API_WORKERS", 2 * _cores)
 #   sync, 1 thread:       1,198-1,236 creates/s, p99 19.7-26.1 ms
 #   gthread, 4 threads:   784-1,250 creates/s, p99 30.8-68.4 ms
 #   gthread, 1 thread:    972-1,053 creates/s, p99 40.1-47.8 ms
-# A create is mostly Python (in-process: 0.64 ms of CPU, 0.4 ms waiting on PostgreSQL),
-# so threads add GIL hand-offs and little overlap; and a gthread worker keeps its
+# A create is mostly Python (python -m deploy.bench.create_cpu: 0.63-0.75 ms of CPU, of
+# 1.1-1.2 ms wall in four runs of five), so threads add GIL hand-offs and little
+# overlap; and a gthread worker keeps its
 # keep-alive connections, so requests queue behind whichever worker holds the most, where
 # sync workers take every request from the shared accept queue. Sync workers serve one
 # request at a time, so a slow client holds a worker: gunicorn wants a buffering reverse
