@@ -3,6 +3,7 @@
 #   make bootstrap    system packages (apt), .venv, Python requirements; idempotent
 #   make run          the local stack with the API and workers (data kept in .state/)
 #   make test         lint, then pytest against a throwaway stack of real servers
+#   make unit         the unit tier alone: pure logic, no servers, in seconds
 #   make lint         ruff check + ruff format --check
 #   make check-deploy docker-compose.yml, Dockerfile, Prometheus rules, Grafana dashboards (no servers)
 #   make bench        the benchmark suite on a throwaway stack (ARGS='--quick' for a short run)
@@ -28,7 +29,7 @@ APT_PACKAGES := postgresql zookeeper default-jre-headless python3-venv prometheu
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 ARGS ?=
 
-.PHONY: help bootstrap system-packages run test lint check-deploy bench clean clean-state
+.PHONY: help bootstrap system-packages run test unit lint check-deploy bench clean clean-state
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -61,6 +62,10 @@ run: bootstrap
 test: bootstrap
 	$(MAKE) --no-print-directory lint
 	$(PYTHON) -m deploy.localstack test $(ARGS)
+
+# The fast loop: tests marked `unit` (tests/unit) need no servers, only dev settings.
+unit: bootstrap
+	JOBSVC_DEBUG=true $(PYTHON) -m pytest -m unit -q $(ARGS)
 
 lint: bootstrap
 	$(VENV)/bin/ruff check .

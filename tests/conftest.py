@@ -9,6 +9,7 @@ applied to them directly instead of to ``test_*`` copies.
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 from django.core.cache import cache
@@ -21,6 +22,31 @@ from jobsvc.accounts.tokens import token_issue
 
 DEFAULT_PASSWORD = "a long enough passphrase 42"
 _usernames = (f"user{n}" for n in itertools.count())
+
+# Each test directory's tier, so that `pytest -m unit` (no servers) is a fast loop:
+#   unit         pure logic: no server, no socket, no database
+#   api          the REST API in process, against the real databases
+#   integration  one component against the real servers or tools it talks to
+#   e2e          scheduler and executor processes on the whole stack
+TIER_OF_DIRECTORY = {
+    "unit": "unit",
+    "api": "api",
+    "integration": "integration",
+    "coordination": "integration",
+    "executor": "integration",
+    "loadgen": "integration",
+    "deploy": "integration",
+    "e2e": "e2e",
+}
+_TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        directory = item.path.relative_to(_TESTS).parts[0]
+        if directory not in TIER_OF_DIRECTORY:
+            raise pytest.UsageError(f"tests/{directory}: give it a tier in TIER_OF_DIRECTORY")
+        item.add_marker(TIER_OF_DIRECTORY[directory])
 
 
 @pytest.fixture(scope="session")

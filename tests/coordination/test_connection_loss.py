@@ -6,14 +6,10 @@ private ZooKeeper the test kills and restarts.
 
 from __future__ import annotations
 
-import pytest
-
 from coordination import ZnodePaths
 from tests.waiting import wait_until
 
 from .conftest import SESSION_TIMEOUT
-
-pytestmark = pytest.mark.integration
 
 ALL_SHARDS = frozenset(range(4))
 SETTLE_TIMEOUT = 10.0  # seconds for live workers to converge

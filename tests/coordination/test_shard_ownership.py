@@ -11,15 +11,12 @@ import sys
 import threading
 from pathlib import Path
 
-import pytest
 from kazoo.exceptions import NoNodeError
 
 from coordination import ZnodePaths
 from tests.waiting import wait_until
 
 from .conftest import SESSION_TIMEOUT
-
-pytestmark = pytest.mark.integration
 
 ALL_SHARDS = frozenset(range(4))
 SETTLE_TIMEOUT = 10.0  # seconds for live workers to converge (no session has to expire)
