@@ -8,8 +8,11 @@ later on the first request that needs it.
 from __future__ import annotations
 
 import os
+import re
 from ipaddress import IPv4Network, IPv6Network, ip_network
-from urllib.parse import unquote, urlsplit
+
+import psycopg
+from psycopg import conninfo
 
 
 class ConfigError(Exception):
@@ -65,6 +68,21 @@ def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
+def env_database_urls(name: str, default: str) -> list[str]:
+    """A comma-separated list of PostgreSQL URLs.
+
+    A URL may itself hold commas (``postgresql://app@db1:5432,db2:5432/jobs`` names a
+    primary and a standby), so the list splits only before a comma-separated item that
+    starts a new URL.
+    """
+    raw = os.environ.get(name, default)
+    items = (item.strip().rstrip(",").strip() for item in _NEXT_URL.split(raw))
+    return [item for item in items if item]
+
+
+_NEXT_URL = re.compile(r",(?=\s*postgres(?:ql)?://)")
+
+
 def env_networks(name: str, default: str) -> list[IPv4Network | IPv6Network]:
     """A comma-separated list of networks in CIDR notation (a bare address is a /32 or /128)."""
     networks = []
@@ -77,18 +95,42 @@ def env_networks(name: str, default: str) -> list[IPv4Network | IPv6Network]:
 
 
 def database_from_url(url: str, *, name: str) -> dict[str, object]:
-    """Translate ``postgresql://user:password@host:port/dbname`` into a Django DATABASES entry."""
-    parts = urlsplit(url)
-    if parts.scheme not in {"postgres", "postgresql"}:
-        raise ConfigError(f"{name}: expected a postgresql:// URL, got {url!r}")
-    database = parts.path.lstrip("/")
+    """Translate a libpq connection URL into a Django DATABASES entry.
+
+    libpq's own parser reads the URL (``psycopg.conninfo``), so what works with ``psql``
+    works here: percent-escapes, several hosts for a primary and its standbys
+    (``postgresql://app@db1:5432,db2:5432/jobs?target_session_attrs=read-write``), and
+    every query parameter (``sslmode``, ``sslrootcert``, ``application_name``, ...), which
+    becomes a connection option instead of being dropped.
+    """
+    if not url.startswith(("postgres://", "postgresql://")):
+        raise ConfigError(f"{name}: expected a postgresql:// URL, got {_redacted(url)!r}")
+    try:
+        params = conninfo.conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        raise ConfigError(f"{name}: not a valid PostgreSQL URL: {exc}") from None
+    database = params.pop("dbname", "")
     if not database:
-        raise ConfigError(f"{name}: the URL names no database: {url!r}")
+        raise ConfigError(f"{name}: the URL names no database: {_redacted(url)!r}")
+    port = str(params.pop("port", ""))
+    for item in filter(None, port.split(",")):
+        if not item.isdigit() or not 0 < int(item) < 65536:
+            raise ConfigError(f"{name}: {item!r} is not a port number")
     return {
         "ENGINE": "jobsvc.postgresql",
-        "NAME": unquote(database),
-        "USER": unquote(parts.username or ""),
-        "PASSWORD": unquote(parts.password or ""),
-        "HOST": parts.hostname or "",
-        "PORT": str(parts.port or ""),
+        "NAME": database,
+        "USER": params.pop("user", ""),
+        "PASSWORD": params.pop("password", ""),
+        "HOST": params.pop("host", ""),
+        "PORT": port,
+        "OPTIONS": params,
     }
+
+
+def _redacted(url: str) -> str:
+    """The URL without its password, for error messages."""
+    scheme, separator, rest = url.partition("://")
+    credentials, at, location = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    return f"{scheme}{separator}{credentials.split(':', 1)[0]}:***@{location}"

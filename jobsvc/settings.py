@@ -14,6 +14,7 @@ from jobsvc.env import (
     ConfigError,
     database_from_url,
     env_bool,
+    env_database_urls,
     env_float,
     env_int,
     env_list,
@@ -87,7 +88,7 @@ TEMPLATES = [
 CONTROL_DB_URL = env_str(
     "JOBSVC_CONTROL_DB_URL", "postgresql://jobsvc@127.0.0.1:5432/jobsvc_control"
 )
-SHARD_DB_URLS = env_list(
+SHARD_DB_URLS = env_database_urls(
     "JOBSVC_SHARD_DB_URLS",
     ",".join(f"postgresql://jobsvc@127.0.0.1:5432/jobsvc_shard_{i}" for i in range(4)),
 )
@@ -99,13 +100,34 @@ if len(SHARD_DB_URLS) > 65536:
 # Seconds a pooled connection is kept; health checks drop one the server closed.
 DB_CONN_MAX_AGE = env_int("JOBSVC_DB_CONN_MAX_AGE", 300, minimum=0)
 DB_CONNECT_TIMEOUT = env_int("JOBSVC_DB_CONNECT_TIMEOUT", 5, minimum=1)  # seconds
+# A statement running longer than this is cancelled by the server (0: no limit). Keeps a
+# lock wait or a runaway query from holding a request or a worker thread for good;
+# migrate_all lifts it for index builds.
+DB_STATEMENT_TIMEOUT = env_float("JOBSVC_DB_STATEMENT_TIMEOUT_SECONDS", 30.0, minimum=0.0)
+# TCP keepalives: a server that vanished without closing the connection (a failed host, a
+# partition, a failover behind a virtual IP) is found dead after idle + count x interval
+# seconds, instead of the kernel's two hours, and the waiting query fails.
+DB_KEEPALIVES_IDLE = env_int("JOBSVC_DB_KEEPALIVES_IDLE_SECONDS", 10, minimum=1)
+DB_KEEPALIVES_INTERVAL = env_int("JOBSVC_DB_KEEPALIVES_INTERVAL_SECONDS", 5, minimum=1)
+DB_KEEPALIVES_COUNT = env_int("JOBSVC_DB_KEEPALIVES_COUNT", 3, minimum=1)
 
 
 def _database(url: str, *, name: str) -> dict[str, object]:
     database = database_from_url(url, name=name)
     database["CONN_MAX_AGE"] = DB_CONN_MAX_AGE
     database["CONN_HEALTH_CHECKS"] = True
-    database["OPTIONS"] = {"connect_timeout": DB_CONNECT_TIMEOUT}
+    # Our defaults, under whatever the URL says itself (its query parameters).
+    options = {
+        "connect_timeout": DB_CONNECT_TIMEOUT,
+        "keepalives": 1,
+        "keepalives_idle": DB_KEEPALIVES_IDLE,
+        "keepalives_interval": DB_KEEPALIVES_INTERVAL,
+        "keepalives_count": DB_KEEPALIVES_COUNT,
+        **database["OPTIONS"],
+    }
+    statement_timeout = f"-c statement_timeout={round(DB_STATEMENT_TIMEOUT * 1000)}"
+    options["options"] = " ".join(filter(None, [statement_timeout, options.get("options")]))
+    database["OPTIONS"] = options
     return database
 
 
@@ -178,6 +200,9 @@ SCHEDULER_SWEEP_INTERVAL = env_float("JOBSVC_SCHEDULER_SWEEP_INTERVAL_SECONDS", 
 SCHEDULER_WEIGHT_REFRESH = env_float("JOBSVC_SCHEDULER_WEIGHT_REFRESH_SECONDS", 2.0, minimum=0.1)
 SCHEDULER_PUBLISH_TIMEOUT = env_float("JOBSVC_SCHEDULER_PUBLISH_TIMEOUT_SECONDS", 10.0, minimum=1.0)
 SCHEDULER_METRICS_PORT = env_int("JOBSVC_SCHEDULER_METRICS_PORT", 0, minimum=0)  # 0: off
+# Seconds an owned shard's dispatch rounds may all fail before the worker's /readyz (on its
+# metrics port) answers 503.
+SCHEDULER_UNHEALTHY_AFTER = env_float("JOBSVC_SCHEDULER_UNHEALTHY_AFTER_SECONDS", 10.0, minimum=1.0)
 
 # --- Executor workers ----------------------------------------------------------------
 

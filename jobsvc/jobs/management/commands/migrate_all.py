@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
+from django.db import connections
 
 from jobsvc.sharding.shards import shard_aliases
 
@@ -16,6 +17,10 @@ class Command(BaseCommand):
         for alias in ["default", *shard_aliases()]:
             if verbosity:
                 self.stdout.write(f"migrating {alias}")
+            with connections[alias].cursor() as cursor:
+                # Index builds on a large table outlast JOBSVC_DB_STATEMENT_TIMEOUT_SECONDS;
+                # the limit is for requests and workers, not for migrations.
+                cursor.execute("SET statement_timeout = 0")
             call_command(
                 "migrate", database=alias, interactive=False, verbosity=max(0, verbosity - 1)
             )
