@@ -20,6 +20,7 @@ from confluent_kafka import Producer as KafkaProducer
 logger = logging.getLogger(__name__)
 
 _POLL_SECONDS = 0.05  # how long one wait for delivery reports blocks
+_PURGE_REPORT_SECONDS = 1.0  # for the reports of messages purged at close
 
 
 class _Batch:
@@ -144,9 +145,17 @@ class BatchProducer:
             self._producer.poll(_POLL_SECONDS)
 
     def close(self, timeout: float = 10.0) -> None:
-        """Wait up to ``timeout`` for unsent messages (their reports arrive), then stop."""
+        """Wait up to ``timeout`` for unsent messages (their reports arrive), then stop.
+
+        Every message sent is reported, even one still unsent at the deadline: it is purged
+        from librdkafka's queues and reported failed. A caller counting unacknowledged
+        messages (the dispatcher's cap on them) would otherwise wait for it forever, and
+        its job would stay queued until the sweeper's lease ran out.
+        """
         remaining = self._producer.flush(timeout)
         if remaining:
-            logger.warning("%d messages were still unsent at close", remaining)
+            logger.warning("%d messages were still unsent at close: reported failed", remaining)
+            self._producer.purge(in_queue=True, in_flight=True, blocking=False)
+            self._producer.flush(_PURGE_REPORT_SECONDS)  # serves the purged messages' reports
         self._closed.set()
         self._reporter.join(timeout=1.0)
