@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import Error as DatabaseError
+from django.db import connections
 from django.utils import timezone
 
 from jobsvc.messaging.dead_letter import DeadLetter
@@ -123,8 +124,9 @@ class ShardDispatcher:
         producer: BatchProducer,
         config: DispatchConfig,
         weight_refresh_seconds: float,
-        on_fenced: Callable[[int], None],
+        on_fenced: Callable[[ShardDispatcher], None],
         clock: Callable[[], float],
+        acquire_delay: float = 0.0,
     ) -> None:
         self.store = store
         self.owner = owner
@@ -144,6 +146,9 @@ class ShardDispatcher:
         self._next_sweep = 0.0
         self._shard_label = str(store.shard_id)
         self._unacknowledged = _Unacknowledged()
+        self._acquire_delay = acquire_delay  # seconds to wait before taking the lease
+        # Since when every round failed (clock time), None while rounds succeed.
+        self._failing_since: float | None = None
 
     # --- control, from any thread -----------------------------------------------------
 
@@ -164,11 +169,18 @@ class ShardDispatcher:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
+    def failing_for(self) -> float:
+        """Seconds since the last round that worked, if every round since has failed."""
+        since = self._failing_since
+        return 0.0 if since is None else max(0.0, self.clock() - since)
+
     # --- the dispatch thread ----------------------------------------------------------
 
     def _run(self) -> None:
         shard = self.store.shard_id
         try:
+            if self._stopped.wait(self._acquire_delay):
+                return
             self.epoch = self._acquire_lease()
             if self.epoch is None:
                 return
@@ -194,9 +206,10 @@ class ShardDispatcher:
             logger.warning(
                 "shard %s fenced: %s", shard, exc, extra={"shard": shard, "action": "fenced"}
             )
-            self.on_fenced(shard)
+            self.on_fenced(self)
         finally:
-            self.store.close()
+            metrics.SHARD_FAILING.labels(self._shard_label).set(0)
+            connections.close_all()  # this thread's: the shard's and the control database's
 
     def _settle_publishing(self) -> None:
         """Before the shard goes: wait for the broker's reports, release what failed."""
@@ -215,22 +228,48 @@ class ShardDispatcher:
     def _acquire_lease(self) -> int | None:
         while not self._stopped.is_set():
             try:
-                return self.store.acquire_lease(owner=self.owner)
+                epoch = self.store.acquire_lease(owner=self.owner)
+                self._round_worked()
+                return epoch
             except DatabaseError as exc:
                 logger.warning("shard %s: cannot take the lease yet: %s", self.store.shard_id, exc)
-                self.store.close()
+                self._round_failed()
                 self._stopped.wait(_ERROR_BACKOFF_SECONDS)
         return None
+
+    def _round_worked(self) -> None:
+        if self._failing_since is not None:
+            logger.info(
+                "shard %s: dispatching again after %.1f s of errors",
+                self.store.shard_id,
+                self.failing_for(),
+                extra={"shard": self.store.shard_id, "action": "recovered"},
+            )
+            self._failing_since = None
+            metrics.SHARD_FAILING.labels(self._shard_label).set(0)
+
+    def _round_failed(self) -> None:
+        """After a database error: drop every connection this thread holds, count the time.
+
+        Django replaces a broken connection only at request boundaries, and this thread has
+        none; a connection the server ended (a restart, a failover, pg_terminate_backend)
+        would fail every later round. The control database's (users' weights) goes too: the
+        error may have come from it, and a healthy one is cheap to open again.
+        """
+        connections.close_all()
+        if self._failing_since is None:
+            self._failing_since = self.clock()
+        metrics.SHARD_FAILING.labels(self._shard_label).set(1)
 
     def _guarded_round(self) -> int:
         """One round; database and broker trouble is logged and retried, fencing is not."""
         try:
             if self.clock() >= self._next_sweep:
                 self._sweep()
-            return self.dispatch_round()
+            published = self.dispatch_round()
         except DatabaseError as exc:
             logger.warning("shard %s: database error, retrying: %s", self.store.shard_id, exc)
-            self.store.close()
+            self._round_failed()
             self._stopped.wait(_ERROR_BACKOFF_SECONDS)
             return 0
         except ShardFenced:
@@ -240,8 +279,11 @@ class ShardDispatcher:
             # must not end while the worker still owns the shard, or nobody dispatches it.
             # Jobs this round claimed stay queued until the sweeper makes them due again.
             logger.exception("shard %s: dispatch round failed, retrying", self.store.shard_id)
+            self._round_failed()
             self._stopped.wait(_ERROR_BACKOFF_SECONDS)
             return 0
+        self._round_worked()
+        return published
 
     def _sweep(self) -> None:
         metrics.DUE_BACKLOG.labels(self._shard_label).set(self.store.due_backlog())

@@ -27,6 +27,11 @@ DUE_BACKLOG = Gauge("jobsvc_due_backlog_jobs", "Due jobs waiting in the shard", 
 IN_FLIGHT = Gauge("jobsvc_in_flight_jobs", "Jobs published but not finished", ["shard"])
 SHARD_OWNED = Gauge("jobsvc_shard_owned", "1 while this worker owns the shard", ["shard"])
 SHARDS_CONFIGURED = Gauge("jobsvc_shards_configured", "Shards in the pool")
+SHARD_FAILING = Gauge(
+    "jobsvc_shard_dispatch_failing",
+    "1 while every dispatch round of an owned shard fails (database or broker errors)",
+    ["shard"],
+)
 OWNERSHIP_CHANGES = Counter(
     "jobsvc_shard_ownership_changes", "Shards acquired, released or fenced", ["change"]
 )

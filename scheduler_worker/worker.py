@@ -27,6 +27,7 @@ from scheduler_worker.shard_store import ShardStore
 logger = logging.getLogger(__name__)
 
 _DISPATCHER_STOP_TIMEOUT = 30.0  # seconds a dispatcher may take to finish its round
+_REACQUIRE_DELAY = 1.0  # seconds before a fenced shard that ZooKeeper still gives us is retaken
 
 
 class _RenewingProducer:
@@ -117,6 +118,7 @@ class SchedulerWorker:
         kafka_bootstrap: str,
         dispatch: DispatchConfig,
         weight_refresh_seconds: float,
+        unhealthy_after: float = 10.0,
     ) -> None:
         self.worker_id = worker_id
         self.shard_ids = shard_ids
@@ -126,10 +128,12 @@ class SchedulerWorker:
         self.kafka_bootstrap = kafka_bootstrap
         self.dispatch = dispatch
         self.weight_refresh_seconds = weight_refresh_seconds
+        self.unhealthy_after = unhealthy_after  # seconds of failed rounds before /readyz fails
         self._dispatchers: dict[int, ShardDispatcher] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._producer: _RenewingProducer | None = None
+        self._ownership: ShardOwnership | None = None
 
     def stop(self) -> None:
         """Ask the worker to shut down; safe from a signal handler, idempotent."""
@@ -170,6 +174,7 @@ class SchedulerWorker:
             # Several session timeouts: by then the server has surely expired the session.
             suspended_limit=max(SUSPENDED_LIMIT, 3 * self.zk_session_timeout),
         )
+        self._ownership = ownership
         ownership.start()
         logger.info(
             "scheduler %s started; %d shards in the pool", self.worker_id, len(self.shard_ids)
@@ -189,8 +194,8 @@ class SchedulerWorker:
 
     # --- ShardOwnership callbacks (on the recipe's thread) ------------------------------
 
-    def _on_acquired(self, shard_id: int) -> None:
-        dispatcher = ShardDispatcher(
+    def _new_dispatcher(self, shard_id: int, *, acquire_delay: float = 0.0) -> ShardDispatcher:
+        return ShardDispatcher(
             store=ShardStore(alias=shard_alias(shard_id), shard_id=shard_id),
             owner=self.worker_id,
             producer=self._producer,
@@ -198,7 +203,11 @@ class SchedulerWorker:
             weight_refresh_seconds=self.weight_refresh_seconds,
             on_fenced=self._on_fenced,
             clock=time.monotonic,
+            acquire_delay=acquire_delay,
         )
+
+    def _on_acquired(self, shard_id: int) -> None:
+        dispatcher = self._new_dispatcher(shard_id)
         with self._lock:
             previous = self._dispatchers.pop(shard_id, None)
             self._dispatchers[shard_id] = dispatcher
@@ -236,11 +245,49 @@ class SchedulerWorker:
         for dispatcher in dispatchers:
             dispatcher.resume()
 
-    def _on_fenced(self, shard_id: int) -> None:
-        """Another worker bumped the epoch: it owns the shard now, whatever ZooKeeper said."""
-        with self._lock:
-            dispatcher = self._dispatchers.get(shard_id)
-        if dispatcher is not None:
-            dispatcher.stop()
-        metrics.SHARD_OWNED.labels(str(shard_id)).set(0)
+    def _on_fenced(self, fenced: ShardDispatcher) -> None:
+        """Someone bumped the shard's epoch after this dispatcher took it (on its thread).
+
+        Usually a new owner that ZooKeeper gave the shard to: the recipe releases it here
+        soon, and the stale dispatcher must not write meanwhile. But the bump may also come
+        from an older dispatcher whose ACQUIRE_LEASE was still in flight when it was told
+        to stop (a database that answered late): then ZooKeeper still says the shard is
+        ours, and nobody would dispatch it if this worker only stopped. So while the
+        recipe holds the shard, a new dispatcher takes the lease again after a pause;
+        a real new owner gets it back through ZooKeeper at the latest then.
+        """
+        shard_id = fenced.store.shard_id
         metrics.OWNERSHIP_CHANGES.labels("fenced").inc()
+        with self._lock:
+            if self._dispatchers.get(shard_id) is not fenced:
+                return  # already replaced or released: nothing to stop or restart
+            ownership = self._ownership
+            if ownership is None or shard_id not in ownership.owned() or self._stopping.is_set():
+                del self._dispatchers[shard_id]
+                metrics.SHARD_OWNED.labels(str(shard_id)).set(0)
+                return
+            replacement = self._new_dispatcher(shard_id, acquire_delay=_REACQUIRE_DELAY)
+            self._dispatchers[shard_id] = replacement
+        logger.warning(
+            "shard %s: fenced, but ZooKeeper still gives it to us: taking the lease again "
+            "in %.0f s",
+            shard_id,
+            _REACQUIRE_DELAY,
+            extra={"shard": shard_id, "action": "reacquire"},
+        )
+        replacement.start()
+
+    # --- health ---------------------------------------------------------------------
+
+    def readiness(self) -> list[str]:
+        """What keeps this worker from doing its work; empty while it does (``/readyz``)."""
+        problems = []
+        with self._lock:
+            dispatchers = dict(self._dispatchers)
+        for shard_id, dispatcher in sorted(dispatchers.items()):
+            failing = dispatcher.failing_for()
+            if failing > self.unhealthy_after:
+                problems.append(
+                    f"shard {shard_id}: every dispatch round failed for {failing:.0f} s"
+                )
+        return problems

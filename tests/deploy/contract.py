@@ -47,6 +47,7 @@ SCHEDULER_METRICS = (
     Metric("jobsvc_in_flight_jobs", "gauge", ("shard",)),
     Metric("jobsvc_shard_owned", "gauge", ("shard",)),
     Metric("jobsvc_shards_configured", "gauge"),
+    Metric("jobsvc_shard_dispatch_failing", "gauge", ("shard",)),
     Metric("jobsvc_shard_ownership_changes", "counter", ("change",)),
     Metric("jobsvc_jobs_released", "counter"),
     Metric("jobsvc_jobs_swept", "counter", ("reason",)),

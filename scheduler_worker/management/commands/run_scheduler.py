@@ -9,10 +9,10 @@ import socket
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
-from prometheus_client import start_http_server
 
 from jobsvc.logs import WORKER_ID_ENV
 from jobsvc.sharding.shards import shard_ids
+from jobsvc.worker_endpoint import serve_worker_endpoint
 from scheduler_worker.dispatcher import DispatchConfig
 from scheduler_worker.worker import SchedulerWorker
 
@@ -53,9 +53,10 @@ class Command(BaseCommand):
                 publish_timeout=settings.SCHEDULER_PUBLISH_TIMEOUT,
             ),
             weight_refresh_seconds=settings.SCHEDULER_WEIGHT_REFRESH,
+            unhealthy_after=settings.SCHEDULER_UNHEALTHY_AFTER,
         )
         if settings.SCHEDULER_METRICS_PORT:
-            start_http_server(settings.SCHEDULER_METRICS_PORT)
+            serve_worker_endpoint(port=settings.SCHEDULER_METRICS_PORT, readiness=worker.readiness)
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: worker.stop())
         worker.run()
