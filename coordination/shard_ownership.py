@@ -156,6 +156,7 @@ class ShardOwnership:
         self._stop_requested = False
         self._thread: threading.Thread | None = None
         self._owned_view: frozenset[int] = frozenset()
+        self._members_view: frozenset[str] = frozenset()
 
         # Recipe-thread state.
         self._connected = False
@@ -195,6 +196,10 @@ class ShardOwnership:
     def owned(self) -> frozenset[int]:
         """The shards this worker owns now (acquired and not yet released)."""
         return self._owned_view
+
+    def members(self) -> frozenset[str]:
+        """The workers in the member list as last read (this one included, once registered)."""
+        return self._members_view
 
     # -- kazoo threads: never block, never touch recipe state ---------------------------
 
@@ -378,6 +383,7 @@ class ShardOwnership:
         members = self._zk(
             self._client.get_children_async(self._paths.members, watch=self._on_watch)
         )
+        self._members_view = frozenset(members)
         if self._worker_id not in members:
             # Someone deleted our member node: the others no longer count us, so we give
             # everything back (below) and register again on the next sync.

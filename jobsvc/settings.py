@@ -203,6 +203,9 @@ SCHEDULER_METRICS_PORT = env_int("JOBSVC_SCHEDULER_METRICS_PORT", 0, minimum=0) 
 # Seconds an owned shard's dispatch rounds may all fail before the worker's /readyz (on its
 # metrics port) answers 503.
 SCHEDULER_UNHEALTHY_AFTER = env_float("JOBSVC_SCHEDULER_UNHEALTHY_AFTER_SECONDS", 10.0, minimum=1.0)
+# Seconds a scheduler stays out of the membership after stepping back (a shard failed on
+# it for UNHEALTHY_AFTER while other schedulers ran), before it joins again.
+SCHEDULER_STEP_BACK = env_float("JOBSVC_SCHEDULER_STEP_BACK_SECONDS", 30.0, minimum=1.0)
 
 # --- Executor workers ----------------------------------------------------------------
 

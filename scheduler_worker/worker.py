@@ -27,6 +27,7 @@ from scheduler_worker.shard_store import ShardStore
 logger = logging.getLogger(__name__)
 
 _DISPATCHER_STOP_TIMEOUT = 30.0  # seconds a dispatcher may take to finish its round
+_HEALTH_CHECK_INTERVAL = 1.0  # seconds between checks for shards failing on this worker
 _REACQUIRE_DELAY = 1.0  # seconds before a fenced shard that ZooKeeper still gives us is retaken
 
 
@@ -119,6 +120,7 @@ class SchedulerWorker:
         dispatch: DispatchConfig,
         weight_refresh_seconds: float,
         unhealthy_after: float = 10.0,
+        step_back_seconds: float = 30.0,
     ) -> None:
         self.worker_id = worker_id
         self.shard_ids = shard_ids
@@ -129,11 +131,13 @@ class SchedulerWorker:
         self.dispatch = dispatch
         self.weight_refresh_seconds = weight_refresh_seconds
         self.unhealthy_after = unhealthy_after  # seconds of failed rounds before /readyz fails
+        self.step_back_seconds = step_back_seconds  # away from membership after stepping back
         self._dispatchers: dict[int, ShardDispatcher] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._producer: _RenewingProducer | None = None
         self._ownership: ShardOwnership | None = None
+        self._stepped_back_until: float | None = None  # monotonic time to join again
 
     def stop(self) -> None:
         """Ask the worker to shut down; safe from a signal handler, idempotent."""
@@ -162,6 +166,27 @@ class SchedulerWorker:
         client = connect(
             self.zk_hosts, session_timeout=self.zk_session_timeout, connect_timeout=30.0
         )
+        self._join(client)
+        logger.info(
+            "scheduler %s started; %d shards in the pool", self.worker_id, len(self.shard_ids)
+        )
+        try:
+            while not self._stopping.wait(_HEALTH_CHECK_INTERVAL):
+                self._step_back_if_failing_alone(client)
+        finally:
+            logger.info("scheduler %s stopping", self.worker_id)
+            if self._ownership is not None:
+                self._ownership.stop()
+            for shard_id in self.owned_shards():  # in case a release callback was missed
+                self._on_released(shard_id)
+            self._producer.close()
+            client.stop()
+            client.close()
+            connections.close_all()
+            logger.info("scheduler %s stopped", self.worker_id)
+
+    def _join(self, client) -> None:
+        """Become a member: ZooKeeper ownership starts handing this worker its shards."""
         ownership = ShardOwnership(
             client,
             worker_id=self.worker_id,
@@ -174,23 +199,51 @@ class SchedulerWorker:
             # Several session timeouts: by then the server has surely expired the session.
             suspended_limit=max(SUSPENDED_LIMIT, 3 * self.zk_session_timeout),
         )
-        self._ownership = ownership
+        with self._lock:
+            self._ownership = ownership
+            self._stepped_back_until = None
         ownership.start()
-        logger.info(
-            "scheduler %s started; %d shards in the pool", self.worker_id, len(self.shard_ids)
+
+    def _step_back_if_failing_alone(self, client) -> None:
+        """Leave for a while if an owned shard fails here while other schedulers run.
+
+        A shard whose rounds all fail on this worker (it cannot reach that database, or
+        its connection hangs) would otherwise stay with it for as long as its ZooKeeper
+        session lives. If other members exist, this worker leaves (its shards move to them
+        within moments: a clean release) and joins again after ``step_back_seconds``. If
+        the fault is not this worker's own (the database is down for everyone), the next
+        owner fails too, and the last member keeps the shard, ready the moment it is back.
+        """
+        ownership = self._ownership
+        if ownership is None:
+            if time.monotonic() >= (self._stepped_back_until or 0.0):
+                self._join(client)
+            return
+        failing = self._failing_shards()
+        if not failing or len(ownership.members() - {self.worker_id}) == 0:
+            return
+        logger.error(
+            "shards %s: every dispatch round failed for %.0f s while other schedulers run: "
+            "leaving for %.0f s so that they take the shards",
+            failing,
+            self.unhealthy_after,
+            self.step_back_seconds,
+            extra={"action": "step_back"},
         )
-        try:
-            self._stopping.wait()
-        finally:
-            logger.info("scheduler %s stopping", self.worker_id)
-            ownership.stop()
-            for shard_id in self.owned_shards():  # in case a release callback was missed
-                self._on_released(shard_id)
-            self._producer.close()
-            client.stop()
-            client.close()
-            connections.close_all()
-            logger.info("scheduler %s stopped", self.worker_id)
+        metrics.OWNERSHIP_CHANGES.labels("stepped_back").inc()
+        with self._lock:
+            self._ownership = None
+            self._stepped_back_until = time.monotonic() + self.step_back_seconds
+        ownership.stop()
+
+    def _failing_shards(self) -> list[int]:
+        with self._lock:
+            dispatchers = dict(self._dispatchers)
+        return sorted(
+            shard_id
+            for shard_id, dispatcher in dispatchers.items()
+            if dispatcher.failing_for() > self.unhealthy_after
+        )
 
     # --- ShardOwnership callbacks (on the recipe's thread) ------------------------------
 
@@ -284,6 +337,10 @@ class SchedulerWorker:
         problems = []
         with self._lock:
             dispatchers = dict(self._dispatchers)
+            stepped_back_until = self._stepped_back_until
+        if stepped_back_until is not None:
+            left = max(0.0, stepped_back_until - time.monotonic())
+            problems.append(f"stepped back after failing rounds; joining again in {left:.0f} s")
         for shard_id, dispatcher in sorted(dispatchers.items()):
             failing = dispatcher.failing_for()
             if failing > self.unhealthy_after:

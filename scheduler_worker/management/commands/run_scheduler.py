@@ -54,6 +54,7 @@ class Command(BaseCommand):
             ),
             weight_refresh_seconds=settings.SCHEDULER_WEIGHT_REFRESH,
             unhealthy_after=settings.SCHEDULER_UNHEALTHY_AFTER,
+            step_back_seconds=settings.SCHEDULER_STEP_BACK,
         )
         if settings.SCHEDULER_METRICS_PORT:
             serve_worker_endpoint(port=settings.SCHEDULER_METRICS_PORT, readiness=worker.readiness)
