@@ -65,7 +65,7 @@ KEEP_TEST_STACK_ENV = "JOBSVC_KEEP_TEST_STACK"
 PG_BIN_DIR_ENV = "JOBSVC_PG_BIN_DIR"
 
 EXIT_OK = 0
-EXIT_CHILD_DIED = 1  # `run`: a server or app process exited on its own
+EXIT_CHILD_DIED = 1  # `run`: a server exited, or an app process is in a crash loop
 EXIT_STACK_FAILED = 70  # the stack could not be started (distinct from pytest's codes)
 
 
@@ -107,7 +107,12 @@ def cmd_run(options: argparse.Namespace) -> int:
         with SignalGuard() as guard:
             try:
                 return _run_until_stopped(
-                    stack, state, options, api_url, prometheus_port=ports["prometheus"]
+                    stack,
+                    state,
+                    options,
+                    api_url,
+                    prometheus_port=ports["prometheus"],
+                    guard=guard,
                 )
             except Interrupted as exc:
                 logger.info("%s received: stopping the stack", exc)
@@ -124,6 +129,7 @@ def _run_until_stopped(
     api_url: str,
     *,
     prometheus_port: int,
+    guard: SignalGuard,
 ) -> int:
     stack.start()
     state.write_env_file(stack.env)
@@ -152,14 +158,18 @@ def _run_until_stopped(
         )
     )
     sys.stdout.flush()
-    dead = stack.supervisor.watch()
+    # Workers that exit are restarted; this returns only when the stack must stop.
+    failure = stack.supervisor.watch(shielded=guard.deferred)
+    if failure is None:  # stopped by someone else; cannot happen while we hold the stack
+        return EXIT_OK
+    dead = failure.process
     logger.error(
-        "\n%s\n%s (pid %s) EXITED UNEXPECTEDLY with code %s. Last lines of %s:\n%s\n"
-        "Stopping the whole stack.\n%s",
+        "\n%s\n%s (pid %s) %s (%s). Last lines of %s:\n%s\nStopping the whole stack.\n%s",
         "!" * 78,
         dead.name,
         dead.pid,
-        dead.returncode,
+        dead.describe_exit().upper(),
+        failure.reason,
         dead.log_path,
         dead.log_tail(),
         "!" * 78,
