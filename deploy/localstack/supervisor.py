@@ -40,7 +40,9 @@ RESTART_LOG_TAIL_LINES = 20  # lines of a restarted process's log quoted in the 
 # 1. Kafka first: its clients are gone, so nothing reconnects or retries while it goes.
 # 2. ZooKeeper next: worker sessions are already closed, so no ephemeral node expires late.
 # 3. PostgreSQL last: every process above may write to it until it has exited.
-SERVER_STOP_ORDER = ("kafka", "zookeeper", "postgres")
+# 4. Its standbys after it: a primary's shutdown sends them its last WAL (the shutdown
+#    checkpoint) first, and while it runs its commits wait for a synchronous standby.
+SERVER_STOP_ORDER = ("kafka", "zookeeper", "postgres", "postgres-standby")
 
 
 @dataclass(frozen=True)
