@@ -17,15 +17,20 @@ from pathlib import Path
 
 import pytest
 
+from deploy.localstack.apps import app_specs
 from deploy.localstack.interrupts import Interrupted, SignalGuard
+from deploy.localstack.ports import LOOPBACK, free_port
+from deploy.localstack.probes import http_ok
 from deploy.localstack.process import ManagedProcess
 from deploy.localstack.restarts import RestartPolicy
 from deploy.localstack.server import Server
 from deploy.localstack.supervisor import StackFailure, Supervisor
+from tests.deploy.support import REPO
 from tests.waiting import wait_until
 
 WATCH_INTERVAL = 0.02  # seconds: the test's supervisor looks often
 TIMEOUT = 10.0  # seconds for a child to start, exit or be restarted
+API_TIMEOUT = 60.0  # seconds for gunicorn to answer /healthz (a loaded 2-core machine)
 SLEEP_FOREVER = "import time; print('up', flush=True); time.sleep(600)"
 START_LINE = "=== "  # ManagedProcess writes one such line to the log per start
 
@@ -102,6 +107,39 @@ def test_a_killed_worker_is_restarted_with_a_loud_log_line(supervisors, tmp_path
     supervisor.stop()
     assert watching.returned() is None
     assert not supervisor.apps[0].is_running()
+
+
+def test_the_api_killed_with_sigkill_serves_again_on_its_port(supervisors, tmp_path):
+    # The real `make run` API process: gunicorn's master dies, its workers (same process
+    # group) are killed with it, and the restarted master binds the same port.
+    api_bind = f"{LOOPBACK}:{free_port()}"
+    (spec,) = app_specs(
+        repo=REPO,
+        api_bind=api_bind,
+        control_socket=tmp_path / "gunicorn.ctl",
+        schedulers=0,
+        executors=0,
+    )
+    supervisor = Supervisor(restarts=fast_policy())
+    supervisors.append(supervisor)
+    first = supervisor.start_app(
+        name=spec.name,
+        argv=spec.argv,
+        env={**os.environ, **spec.env, "JOBSVC_API_WORKERS": "1"},
+        cwd=REPO,
+        log_path=tmp_path / "api.log",
+    )
+    health = f"http://{api_bind}/healthz"
+    wait_until(lambda: http_ok(health), timeout=API_TIMEOUT, what="the API answers")
+    watching = Watching(supervisor)
+
+    os.kill(first.pid, signal.SIGKILL)
+
+    wait_until(lambda: supervisor.apps[0] is not first, timeout=TIMEOUT, what="restarted")
+    wait_until(lambda: http_ok(health), timeout=API_TIMEOUT, what="the API answers again")
+    assert supervisor.apps[0].is_running()
+    supervisor.stop()
+    assert watching.returned() is None
 
 
 def test_a_worker_that_keeps_exiting_stops_the_stack_as_a_crash_loop(supervisors, tmp_path):
