@@ -18,17 +18,20 @@ from .kafka import KafkaBroker
 from .ports import free_port
 from .postgres import PostgresServer
 from .stack import Stack, build_test_stack, new_stack_dir, start_test_stack
+from .standby import PostgresStandby, replicated_url
 from .zookeeper import ZooKeeperServer
 
 __all__ = [
     "KafkaBroker",
     "LocalStackError",
     "PostgresServer",
+    "PostgresStandby",
     "ServerStartError",
     "Stack",
     "ZooKeeperServer",
     "build_test_stack",
     "free_port",
     "new_stack_dir",
+    "replicated_url",
     "start_test_stack",
 ]

@@ -31,6 +31,11 @@ def banner(
         f" Admin           {api}/admin/",
         f" OpenAPI schema  {api}/api/v1/schema/",
         f" PostgreSQL      {pg_server.address}  (jobsvc_control + {stack.shards} shards)",
+        *(
+            f"   standby       {standby.address}  (synchronous streaming replica: "
+            f"{_display(standby.log_path, repo)})"
+            for standby in stack.standbys_of(pg_server)
+        ),
         f" ZooKeeper       {stack.zookeeper.address}",
         f" Kafka (Tansu)   {stack.kafka.address}  (in memory: messages do not survive a restart)",
         f" Processes       {', '.join(app_names)}",

@@ -1,9 +1,11 @@
 """Command line of the local stack launcher: `python -m deploy.localstack COMMAND`.
 
-run [--shards N] [--api-port PORT] [--schedulers N] [--executors N] [--state-dir DIR]
+run [--shards N] [--replicas N] [--api-port PORT] [--schedulers N] [--executors N]
+    [--state-dir DIR]
     The `make run` stack, with its data kept in `.state/`: PostgreSQL (control + N shard
-    databases), ZooKeeper, the Tansu Kafka broker, migrations and topics, then the API
-    (gunicorn) and the workers. Prints where everything is; Ctrl-C stops it all.
+    databases, and with --replicas its synchronous standbys), ZooKeeper, the Tansu Kafka
+    broker, migrations and topics, then the API (gunicorn) and the workers. Prints where
+    everything is; restarts a worker that exits; Ctrl-C stops it all.
 test [PYTEST ARGS...]
     The `make test` run: a throwaway stack on free ports in a fresh temp dir (two
     PostgreSQL servers, ZooKeeper, Tansu), migrations and topics, then pytest with the
@@ -46,6 +48,7 @@ from .stack import (
     build_run_stack,
     build_test_stack,
     new_stack_dir,
+    standby_names,
 )
 from .state import PersistedState, StateDir
 from .supervisor import SERVER_STOP_ORDER
@@ -59,13 +62,15 @@ DEFAULT_API_PORT = 8000
 DEFAULT_WORKERS = 2  # scheduler processes, and executor processes, in `make run`
 # Ports a new state dir tries first (the services' usual ports), else any free port.
 DEFAULT_PORTS = {"postgres": 54321, "zookeeper": 2181, "kafka": 9092, "prometheus": 9090}
+DEFAULT_STANDBY_PORT = 54322  # the first standby's (with --replicas); the next ones count up
+DEFAULT_REPLICAS = 0  # standbys of the PostgreSQL server in `make run`
 API_READY_TIMEOUT = 90.0  # seconds from gunicorn's start until GET /healthz answers 200
 PYTEST_INTERRUPT_GRACE = 15.0  # seconds pytest gets to finish after a Ctrl-C, then killed
 KEEP_TEST_STACK_ENV = "JOBSVC_KEEP_TEST_STACK"
 PG_BIN_DIR_ENV = "JOBSVC_PG_BIN_DIR"
 
 EXIT_OK = 0
-EXIT_CHILD_DIED = 1  # `run`: a server or app process exited on its own
+EXIT_CHILD_DIED = 1  # `run`: a server exited, or an app process is in a crash loop
 EXIT_STACK_FAILED = 70  # the stack could not be started (distinct from pytest's codes)
 
 
@@ -101,13 +106,22 @@ def cmd_run(options: argparse.Namespace) -> int:
                 f"{LOOPBACK}:{options.api_port} is already in use (another `make run`?); "
                 f"choose another port: make run ARGS='--api-port 8001'"
             )
-        ports = _choose_ports(persisted.ports if persisted is not None else {})
+        ports = _choose_ports(
+            persisted.ports if persisted is not None else {}, replicas=options.replicas
+        )
         state.save(PersistedState(shards=shards, ports=ports))
-        stack = build_run_stack(state, shards=shards, ports=ports, secrets=state.secrets())
+        stack = build_run_stack(
+            state, shards=shards, ports=ports, secrets=state.secrets(), replicas=options.replicas
+        )
         with SignalGuard() as guard:
             try:
                 return _run_until_stopped(
-                    stack, state, options, api_url, prometheus_port=ports["prometheus"]
+                    stack,
+                    state,
+                    options,
+                    api_url,
+                    prometheus_port=ports["prometheus"],
+                    guard=guard,
                 )
             except Interrupted as exc:
                 logger.info("%s received: stopping the stack", exc)
@@ -124,6 +138,7 @@ def _run_until_stopped(
     api_url: str,
     *,
     prometheus_port: int,
+    guard: SignalGuard,
 ) -> int:
     stack.start()
     state.write_env_file(stack.env)
@@ -152,14 +167,18 @@ def _run_until_stopped(
         )
     )
     sys.stdout.flush()
-    dead = stack.supervisor.watch()
+    # Workers that exit are restarted; this returns only when the stack must stop.
+    failure = stack.supervisor.watch(shielded=guard.deferred)
+    if failure is None:  # stopped by someone else; cannot happen while we hold the stack
+        return EXIT_OK
+    dead = failure.process
     logger.error(
-        "\n%s\n%s (pid %s) EXITED UNEXPECTEDLY with code %s. Last lines of %s:\n%s\n"
-        "Stopping the whole stack.\n%s",
+        "\n%s\n%s (pid %s) %s (%s). Last lines of %s:\n%s\nStopping the whole stack.\n%s",
         "!" * 78,
         dead.name,
         dead.pid,
-        dead.returncode,
+        dead.describe_exit().upper(),
+        failure.reason,
         dead.log_path,
         dead.log_tail(),
         "!" * 78,
@@ -284,10 +303,18 @@ def _resolve_shards(
     return persisted.shards
 
 
-def _choose_ports(previous: Mapping[str, int]) -> dict[str, int]:
-    """The persisted ports where still free, else new ones (the caller persists them)."""
-    ports: dict[str, int] = {}
-    for service, default in DEFAULT_PORTS.items():
+def _choose_ports(previous: Mapping[str, int], *, replicas: int) -> dict[str, int]:
+    """The persisted ports where still free, else new ones (the caller persists them).
+
+    A standby's port is kept once chosen, also through runs without it.
+    """
+    defaults = dict(DEFAULT_PORTS)
+    for index, name in enumerate(standby_names("postgres", replicas)):
+        defaults[name] = DEFAULT_STANDBY_PORT + index
+    ports: dict[str, int] = {
+        service: port for service, port in previous.items() if service not in defaults
+    }
+    for service, default in defaults.items():
         before = previous.get(service)
         ports[service] = free_port(preferred=before if before is not None else default)
         if before is not None and ports[service] != before:
@@ -317,6 +344,13 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help=f"shard databases of a new state dir (default {DEFAULT_SHARDS}); "
         "a resumed state dir keeps its own",
+    )
+    run.add_argument(
+        "--replicas",
+        type=_non_negative_int,
+        default=DEFAULT_REPLICAS,
+        help="synchronous streaming-replication standbys of the PostgreSQL server, cloned "
+        f"from it at every start (default {DEFAULT_REPLICAS})",
     )
     run.add_argument(
         "--api-port",

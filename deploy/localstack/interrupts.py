@@ -65,6 +65,23 @@ class SignalGuard:
         finally:
             self._install(self._raise_once if self.received is None else self._acknowledge)
 
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Inside the block a signal is only recorded; it raises `Interrupted` at the end.
+
+        For a step that must not be cut in half, such as starting a process that the
+        teardown must know about in order to stop it.
+        """
+        arrived: list[int] = []
+        after = self._raise_once if self.received is None else self._acknowledge
+        self._install(lambda signum, frame: arrived.append(signum))
+        try:
+            yield
+        finally:
+            self._install(after)
+        if arrived and after == self._raise_once:
+            self._raise_once(arrived[0], None)
+
     def _raise_once(self, signum: int, frame: FrameType | None) -> None:
         self.received = signum
         self.shield()

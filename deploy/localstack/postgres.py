@@ -4,6 +4,8 @@ Files under `root`: `data/` (the cluster, created by initdb on first start) and 
 (the unix socket). The server listens only on 127.0.0.1 and trusts every local
 connection, so URLs carry no password: `postgresql://jobsvc@127.0.0.1:PORT/DBNAME`.
 Databases are owned by the role `jobsvc` (superuser, so migrations can create extensions).
+A server may have synchronous standbys (`standby.PostgresStandby`): `require_synchronous`
+makes every commit wait until one of them has the commit on disk.
 
 PostgreSQL refuses to run as root: when this process is root, initdb, postgres and pg_ctl
 run as the `postgres` system user, which then owns `root`. Every directory above `root`
@@ -26,6 +28,7 @@ import psycopg
 from psycopg import sql
 
 from .errors import BinaryNotFound, LocalStackError, ServerStartError
+from .polling import poll_until
 from .process import RunAs
 from .server import Server
 
@@ -84,10 +87,14 @@ TUNING: dict[str, str] = {
 }
 
 HBA = """\
-# Written by deploy/localstack: trust the unix socket and loopback, nothing else.
-local all all              trust
-host  all all 127.0.0.1/32 trust
+# Written by deploy/localstack on every start: trust the unix socket and loopback, nothing
+# else. Replication connections (a standby's pg_basebackup and WAL stream) likewise.
+local all         all              trust
+host  all         all 127.0.0.1/32 trust
+local replication all              trust
+host  replication all 127.0.0.1/32 trust
 """
+SYNCHRONOUS_TIMEOUT = 60.0  # seconds for a standby to be synchronous once asked to be
 
 
 class PostgresServer(Server):
@@ -114,6 +121,7 @@ class PostgresServer(Server):
         self.socket_dir = root / "run"
         self.bin_dir = bin_dir if bin_dir is not None else find_bin_dir(data_dir=self.data_dir)
         self._user = RunAs.lookup(SYSTEM_USER) if os.geteuid() == 0 else None
+        self._synchronous_standbys: tuple[str, ...] = ()  # their application names
 
     def url(self, database: str) -> str:
         """The URL the app uses for `database` on this server."""
@@ -152,16 +160,48 @@ class PostgresServer(Server):
         # exited process this only closes the log and removes the pid file.
         process.stop(timeout=PG_EXIT_WAIT, signum=signal.SIGQUIT)
 
+    def require_synchronous(self, standby_names: Sequence[str]) -> None:
+        """From now on a commit waits until one of these standbys has it on disk.
+
+        Set on the running server (the config is rewritten and reloaded), and kept for
+        its later starts. Returns once the first standby is synchronous; a standby that
+        never connects raises `ServerStartError`. Only once the standbys stream: asked
+        earlier, the server's own start-up writes (roles, databases) would wait forever.
+        """
+        self._synchronous_standbys = tuple(standby_names)
+        self._write_config()
+        with self.connect() as conn:
+            conn.execute("SELECT pg_reload_conf()")
+
+            def synchronous() -> bool:
+                row = conn.execute(
+                    "SELECT 1 FROM pg_stat_replication"
+                    " WHERE application_name = %s AND sync_state = 'sync'",
+                    (standby_names[0],),
+                ).fetchone()
+                return row is not None
+
+            if not poll_until(synchronous, timeout=SYNCHRONOUS_TIMEOUT):
+                raise ServerStartError(
+                    f"{self.name}: standby {standby_names[0]} was not synchronous within "
+                    f"{SYNCHRONOUS_TIMEOUT:.0f}s; see {self.log_path}"
+                )
+        logger.info("%s: commits wait for the synchronous standby %s", self.name, standby_names[0])
+
     def _prepare(self) -> None:
+        self._prepare_root()
+        if not (self.data_dir / "PG_VERSION").exists():
+            self._initdb()
+        self._stop_leftover()
+        self._write_config()
+
+    def _prepare_root(self) -> None:
+        """`root` and its socket dir, owned by the system user the server runs as."""
         if self._user is not None:
             _check_enterable(self.root, self._user)
         self.socket_dir.mkdir(parents=True, exist_ok=True)
         if self._user is not None:
             _chown_tree(self.root, self._user)
-        if not (self.data_dir / "PG_VERSION").exists():
-            self._initdb()
-        self._stop_leftover()
-        self._write_config()
 
     def _argv(self) -> list[str]:
         return [str(self.bin_dir / "postgres"), "-D", str(self.data_dir)]
@@ -217,22 +257,33 @@ class PostgresServer(Server):
                 f"\n# Settings of deploy/localstack, rewritten on every start.\n"
                 f"include '{CONFIG_FILE}'\n"
             )
-        (self.data_dir / "pg_hba.conf").write_text(HBA)
 
-    def _write_config(self) -> None:
+    def _settings(self) -> dict[str, str]:
+        """What `CONFIG_FILE` sets, as postgresql.conf values."""
         settings = {
             "listen_addresses": f"'{self.host}'",
             "port": str(self.port),
             "unix_socket_directories": f"'{self._socket_dir_setting()}'",
             **TUNING,
         }
+        if self._synchronous_standbys:
+            # FIRST 1: the first listed standby that streams is synchronous (sync_state
+            # 'sync'); the others wait in line ('potential').
+            names = ", ".join(f'"{name}"' for name in self._synchronous_standbys)
+            settings["synchronous_standby_names"] = f"'FIRST 1 ({names})'"
+        return settings
+
+    def _write_config(self) -> None:
         path = self.data_dir / CONFIG_FILE
         path.write_text(
             "# Written by deploy/localstack on every start; edits are lost.\n"
-            + "".join(f"{key} = {value}\n" for key, value in settings.items())
+            + "".join(f"{key} = {value}\n" for key, value in self._settings().items())
         )
+        hba = self.data_dir / "pg_hba.conf"
+        hba.write_text(HBA)
         if self._user is not None:
-            os.chown(path, self._user.uid, self._user.gid)
+            for written in (path, hba):
+                os.chown(written, self._user.uid, self._user.gid)
 
     def _socket_dir_setting(self) -> str:
         socket_path = self.socket_dir / f".s.PGSQL.{self.port}"

@@ -167,6 +167,39 @@ class ManagedProcess:
         self._close()
         return self._popen.returncode
 
+    def renewed(self) -> ManagedProcess:
+        """A new, unstarted process with the same command, log, environment and user."""
+        return ManagedProcess(
+            name=self.name,
+            argv=self.argv,
+            log_path=self.log_path,
+            env=self._env,
+            cwd=self._cwd,
+            run_as=self._run_as,
+            pid_file=self._pid_file,
+            stop_signal=self._stop_signal,
+        )
+
+    def describe_exit(self) -> str:
+        """How the child ended: "exited with code 3", "was killed by SIGKILL"."""
+        code = self.returncode
+        if code is None:
+            return "is still running"
+        if code < 0:
+            try:
+                return f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"was killed by signal {-code}"
+        return f"exited with code {code}"
+
+    def release(self) -> None:
+        """After the child exited by itself: kill what is left of its process group (a
+        gunicorn master's workers would keep its port), close the log, drop the pid file."""
+        if self._popen is None or self._popen.poll() is None:
+            raise RuntimeError(f"{self.name} has not exited")
+        self.kill_group()
+        self._close()
+
     def kill_group(self) -> None:
         """SIGKILL the child and everything in its process group."""
         if self._popen is not None:

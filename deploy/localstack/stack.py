@@ -10,6 +10,9 @@ Two shapes are built here:
   (A: control, shards 0-1; B: shards 2-3), so every test run proves that shards on
   separate servers work.
 
+Either may give each PostgreSQL server synchronous standbys (`replicas`, see `standby`);
+the URLs in `env` then name the primary and its standbys (libpq multi-host).
+
 Use from a test::
 
     stack = start_test_stack(new_stack_dir())
@@ -39,6 +42,7 @@ from .ports import free_port
 from .postgres import PostgresServer
 from .process import ManagedProcess
 from .server import Server
+from .standby import PostgresStandby, replicated_url, start_replicated
 from .state import Secrets, StateDir
 from .supervisor import Supervisor
 from .zookeeper import ZooKeeperServer
@@ -82,9 +86,11 @@ class Stack:
         secrets: Secrets,
         logs_dir: Path,
         run_dir: Path,
+        standbys: Sequence[PostgresStandby] = (),
     ) -> None:
         self.root = root
-        self.postgres = tuple(postgres)
+        self.postgres = tuple(postgres)  # the primaries
+        self.standbys = tuple(standbys)
         self.zookeeper = zookeeper
         self.kafka = kafka
         self.secrets = secrets
@@ -92,11 +98,18 @@ class Stack:
         self.run_dir = run_dir
         self.supervisor = Supervisor()
         self._shard_servers = _shard_servers(self.postgres)
-        self._control_server = _server_holding(self.postgres, CONTROL_DATABASE)
 
     @property
     def servers(self) -> tuple[Server, ...]:
-        return (*self.postgres, self.zookeeper, self.kafka)
+        return (*self.postgres, *self.standbys, self.zookeeper, self.kafka)
+
+    def standbys_of(self, primary: PostgresServer) -> tuple[PostgresStandby, ...]:
+        return tuple(s for s in self.standbys if s.primary is primary)
+
+    def database_url(self, database: str) -> str:
+        """The URL the app is given for `database`: its server, and that server's standbys."""
+        server = _server_holding(self.postgres, database)
+        return replicated_url(server, self.standbys_of(server), database)
 
     @property
     def shards(self) -> int:
@@ -105,12 +118,10 @@ class Stack:
     @property
     def env(self) -> dict[str, str]:
         """The variables the Django settings read (see the contract in the README)."""
-        shard_urls = (
-            server.url(shard_database(index)) for index, server in enumerate(self._shard_servers)
-        )
+        shard_urls = (self.database_url(shard_database(index)) for index in range(self.shards))
         return {
             "DJANGO_SETTINGS_MODULE": SETTINGS_MODULE,
-            "JOBSVC_CONTROL_DB_URL": self._control_server.url(CONTROL_DATABASE),
+            "JOBSVC_CONTROL_DB_URL": self.database_url(CONTROL_DATABASE),
             "JOBSVC_SHARD_DB_URLS": ",".join(shard_urls),
             "JOBSVC_ZK_HOSTS": self.zookeeper.hosts,
             "JOBSVC_KAFKA_BOOTSTRAP": self.kafka.bootstrap,
@@ -124,12 +135,18 @@ class Stack:
         return {**os.environ, **self.env, "PYTHONUNBUFFERED": "1", **(extra or {})}
 
     def start(self) -> None:
-        """Start every server at once; on any failure stop them all and raise."""
+        """Start every server at once (a standby once its primary runs); on any failure
+        stop them all and raise."""
         started = time.monotonic()
         for server in self.servers:
             self.supervisor.add_server(server)
+        tasks = [
+            (server.name, lambda server=server: start_replicated(server, self.standbys_of(server)))
+            for server in self.postgres
+        ]
+        tasks += [(server.name, server.start) for server in (self.zookeeper, self.kafka)]
         try:
-            run_in_parallel([(server.name, server.start) for server in self.servers])
+            run_in_parallel(tasks)
         except BaseException:
             self.stop()
             raise
@@ -191,11 +208,13 @@ def build_test_stack(
     shards: int = TEST_SHARDS,
     postgres_servers: int = TEST_POSTGRES_SERVERS,
     secrets: Secrets | None = None,
+    replicas: int = 0,
 ) -> Stack:
     """An unstarted throwaway stack under `root`, on free ports, with fresh secrets.
 
     Server 0 holds the control database; shards are spread over the servers in
-    contiguous blocks (4 shards on 2 servers: 0-1 on A, 2-3 on B).
+    contiguous blocks (4 shards on 2 servers: 0-1 on A, 2-3 on B). `replicas` standbys
+    per server are named after it (`postgres-a-standby`, or `-standby-2`... with more).
     """
     logs_dir, run_dir = root / "logs", root / "run"
     names = [f"postgres-{chr(ord('a') + index)}" for index in range(postgres_servers)]
@@ -210,9 +229,22 @@ def build_test_stack(
         )
         for name, databases in zip(names, _layout(shards, postgres_servers), strict=True)
     ]
+    standbys = [
+        PostgresStandby(
+            primary=primary,
+            name=name,
+            root=root / name,
+            port=free_port(),
+            log_path=logs_dir / f"{name}.log",
+            pid_file=run_dir / f"{name}.pid",
+        )
+        for primary in postgres
+        for name in standby_names(primary.name, replicas)
+    ]
     return Stack(
         root=root,
         postgres=postgres,
+        standbys=standbys,
         zookeeper=ZooKeeperServer(
             root=root / "zookeeper",
             port=free_port(),
@@ -237,10 +269,11 @@ def start_test_stack(
     shards: int = TEST_SHARDS,
     postgres_servers: int = TEST_POSTGRES_SERVERS,
     secrets: Secrets | None = None,
+    replicas: int = 0,
 ) -> Stack:
     """`build_test_stack(...)`, started, with its manifest in `root/stack.json`."""
     stack = build_test_stack(
-        root, shards=shards, postgres_servers=postgres_servers, secrets=secrets
+        root, shards=shards, postgres_servers=postgres_servers, secrets=secrets, replicas=replicas
     )
     stack.start()
     stack.write_manifest(root / MANIFEST_FILE)
@@ -248,19 +281,37 @@ def start_test_stack(
 
 
 def build_run_stack(
-    state: StateDir, *, shards: int, ports: Mapping[str, int], secrets: Secrets
+    state: StateDir,
+    *,
+    shards: int,
+    ports: Mapping[str, int],
+    secrets: Secrets,
+    replicas: int = 0,
 ) -> Stack:
-    """The unstarted `make run` stack: one PostgreSQL server, data kept in `state`."""
+    """The unstarted `make run` stack: one PostgreSQL server, data kept in `state`.
+
+    With `replicas`, that server's standbys (`ports[name]` each), cloned on every start.
+    """
+    primary = PostgresServer(
+        root=state.postgres_root,
+        port=ports["postgres"],
+        databases=_layout(shards, 1)[0],
+        log_path=state.logs_dir / "postgres.log",
+        pid_file=state.run_dir / "postgres.pid",
+    )
     return Stack(
         root=state.root,
-        postgres=[
-            PostgresServer(
-                root=state.postgres_root,
-                port=ports["postgres"],
-                databases=_layout(shards, 1)[0],
-                log_path=state.logs_dir / "postgres.log",
-                pid_file=state.run_dir / "postgres.pid",
+        postgres=[primary],
+        standbys=[
+            PostgresStandby(
+                primary=primary,
+                name=name,
+                root=state.root / name,
+                port=ports[name],
+                log_path=state.logs_dir / f"{name}.log",
+                pid_file=state.run_dir / f"{name}.pid",
             )
+            for name in standby_names(primary.name, replicas)
         ],
         zookeeper=ZooKeeperServer(
             root=state.zookeeper_root,
@@ -278,6 +329,13 @@ def build_run_stack(
         logs_dir=state.logs_dir,
         run_dir=state.run_dir,
     )
+
+
+def standby_names(primary: str, replicas: int) -> list[str]:
+    """Names of a server's standbys: `postgres-standby`, or `-standby-1`, `-standby-2`..."""
+    if replicas == 1:
+        return [f"{primary}-standby"]
+    return [f"{primary}-standby-{index}" for index in range(1, replicas + 1)]
 
 
 def _layout(shards: int, servers: int) -> list[list[str]]:

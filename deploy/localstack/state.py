@@ -7,6 +7,7 @@ Layout (under `<repo>/.state/` unless `--state-dir` says otherwise):
                     a restart
     stack.env       `export` lines of the stack's environment: `set -a; . .state/stack.env`
     postgres/       PostgreSQL data dir (`data/`) and unix socket dir (`run/`)
+    postgres-standby/   the same for its standby (`--replicas 1`), cloned on every start
     zookeeper/      ZooKeeper config and data
     logs/           one log file per server, app process and management command
     run/            pid files of running children and the launcher's lock file
