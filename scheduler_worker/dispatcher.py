@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import defaultdict
-from collections.abc import Callable
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from django.conf import settings
 from django.db import Error as DatabaseError
@@ -35,7 +36,6 @@ from django.utils import timezone
 
 from jobsvc.messaging.dead_letter import DeadLetter
 from jobsvc.messaging.job_message import JobMessage
-from jobsvc.messaging.producer import BatchProducer
 from scheduler_worker import metrics
 from scheduler_worker.errors import ShardFenced
 from scheduler_worker.fair_share import FairShareAllocator, interleave
@@ -95,6 +95,29 @@ class _Unacknowledged:
             return self._changed.wait_for(lambda: self._count < limit, timeout)
 
 
+class Producer(Protocol):
+    """Where dispatched jobs' messages go (jobsvc.messaging.producer.BatchProducer)."""
+
+    def send(
+        self,
+        topic: str,
+        messages: Sequence[tuple[bytes, bytes]],
+        *,
+        on_done: Callable[[list[int]], None],
+        timeout: float,
+    ) -> object: ...
+
+    def publish(
+        self, topic: str, messages: Sequence[tuple[bytes, bytes]], *, timeout: float
+    ) -> list[int]: ...
+
+
+class Weights(Protocol):
+    """Users' job weights (scheduler_worker.weights.WeightBook)."""
+
+    def weights_for(self, user_ids: Iterable[int]) -> dict[int, float]: ...
+
+
 @dataclass(frozen=True)
 class DispatchConfig:
     topic: str
@@ -121,12 +144,13 @@ class ShardDispatcher:
         *,
         store: ShardStore,
         owner: str,
-        producer: BatchProducer,
+        producer: Producer,
         config: DispatchConfig,
         weight_refresh_seconds: float,
         on_fenced: Callable[[ShardDispatcher], None],
         clock: Callable[[], float],
         acquire_delay: float = 0.0,
+        weights: Weights | None = None,
     ) -> None:
         self.store = store
         self.owner = owner
@@ -136,7 +160,7 @@ class ShardDispatcher:
         self.clock = clock
         self.epoch: int | None = None
         self.allocator = FairShareAllocator()
-        self.weights = WeightBook(refresh_seconds=weight_refresh_seconds, clock=clock)
+        self.weights = weights or WeightBook(refresh_seconds=weight_refresh_seconds, clock=clock)
         self._stopped = threading.Event()
         self._running = threading.Event()  # cleared while paused
         self._running.set()
@@ -149,6 +173,7 @@ class ShardDispatcher:
         self._acquire_delay = acquire_delay  # seconds to wait before taking the lease
         # Since when every round failed (clock time), None while rounds succeed.
         self._failing_since: float | None = None
+        self._weight_classes: set[str] = set()  # backlogged classes in the gauges, this shard
 
     # --- control, from any thread -----------------------------------------------------
 
@@ -208,6 +233,7 @@ class ShardDispatcher:
             )
             self.on_fenced(self)
         finally:
+            self._observe_backlogged({})
             metrics.SHARD_FAILING.labels(self._shard_label).set(0)
             connections.close_all()  # this thread's: the shard's and the control database's
 
@@ -365,10 +391,10 @@ class ShardDispatcher:
         if capacity <= 0:
             return 0
         users = self.store.due_users()
+        weights = self.weights.weights_for(users) if users else {}
+        self._observe_backlogged(weights)
         if not users:
             return 0
-        weights = self.weights.weights_for(users)
-        _observe_backlogged(weights)
         if not self._running.is_set():
             return 0  # paused (ZooKeeper connection suspended): claim nothing new
         claimed = self._claim_fairly(capacity, users, weights)
@@ -404,25 +430,42 @@ class ShardDispatcher:
     def _claim_fairly(
         self, capacity: int, users: list[int], weights: dict[int, float]
     ) -> list[ClaimedJob]:
-        claimed: list[ClaimedJob] = []
-        candidates = users
-        for _ in range(_MAX_CLAIM_PASSES):
-            quotas = self.allocator.allocate(
-                capacity=capacity, demand=dict.fromkeys(candidates, capacity), weights=weights
-            )
-            batch = self.store.claim(
-                epoch=self.epoch, quotas=quotas, queued_timeout=self.config.queued_timeout
-            )
-            claimed.extend(batch)
-            capacity -= len(batch)
-            got = defaultdict(int)
-            for job in batch:
-                got[job.user_id] += 1
-            # Users who filled their quota may have more due; the rest are drained.
-            candidates = [user for user, quota in quotas.items() if quota and got[user] >= quota]
-            if capacity <= 0 or not candidates or not batch:
+        """Claim this round's jobs: one allocation, then top-ups of what drained users left.
+
+        How many jobs each user has due is not known (counting them would cost what the
+        loose index scan saves), so the allocation assumes every user could fill the whole
+        capacity; a user that gets fewer jobs than its slots has run dry, and its unused
+        slots go to the users that filled theirs, in up to ``_MAX_CLAIM_PASSES - 1`` more
+        claims. The allocator then learns what the round really gave (``settle``).
+        """
+        quotas = self.allocator.allocate(
+            capacity=capacity, demand=dict.fromkeys(users, capacity), weights=weights
+        )
+        claimed, filled = self._claim(quotas)
+        drained = [user for user in quotas if user not in filled]
+        extra: Counter[int] = Counter()
+        left = capacity - len(claimed)
+        for _ in range(_MAX_CLAIM_PASSES - 1):
+            if left <= 0 or not filled:
                 break
+            top_up = self.allocator.top_up(capacity=left, users=filled, weights=weights)
+            batch, filled = self._claim(top_up)
+            claimed.extend(batch)
+            left -= len(batch)
+            extra.update(job.user_id for job in batch)
+            drained.extend(user for user in top_up if user not in filled)
+            if not batch:
+                break
+        self.allocator.settle(extra=extra, drained=drained)
         return claimed
+
+    def _claim(self, quotas: dict[int, int]) -> tuple[list[ClaimedJob], list[int]]:
+        """Claim up to each user's quota; also return the users who got their whole quota."""
+        batch = self.store.claim(
+            epoch=self.epoch, quotas=quotas, queued_timeout=self.config.queued_timeout
+        )
+        got = Counter(job.user_id for job in batch)
+        return batch, [user for user, quota in quotas.items() if quota and got[user] >= quota]
 
     def _publish(self, claimed: list[ClaimedJob], weights: dict[int, float]) -> int:
         """Send the claimed jobs' messages; the broker's reports arrive later."""
@@ -445,6 +488,27 @@ class ShardDispatcher:
         )
         return len(ordered)
 
+    def _observe_backlogged(self, weights: dict[int, float]) -> None:
+        """This shard's backlogged users per weight class, and each class's due share.
+
+        Labelled by shard (each shard's thread sets its own series), and a class that is no
+        longer backlogged here loses its series instead of keeping its last value.
+        """
+        users: dict[str, int] = defaultdict(int)
+        weight: dict[str, float] = defaultdict(float)
+        for user_weight in weights.values():
+            label = metrics.weight_class(user_weight)
+            users[label] += 1
+            weight[label] += user_weight
+        total = sum(weight.values()) or 1.0
+        for label in self._weight_classes - set(users):
+            metrics.BACKLOGGED_USERS.remove(self._shard_label, label)
+            metrics.SHARE_TARGET.remove(self._shard_label, label)
+        for label in users:
+            metrics.BACKLOGGED_USERS.labels(self._shard_label, label).set(users[label])
+            metrics.SHARE_TARGET.labels(self._shard_label, label).set(weight[label] / total)
+        self._weight_classes = set(users)
+
     def _message(self, job: ClaimedJob) -> JobMessage:
         return JobMessage(
             job_id=job.job_id,
@@ -455,20 +519,6 @@ class ShardDispatcher:
             due_at=job.due_at,
             dispatched_at=job.dispatched_at,
         )
-
-
-def _observe_backlogged(weights: dict[int, float]) -> None:
-    """Backlogged users per weight class, and the share of dispatch each class is due."""
-    users: dict[str, int] = defaultdict(int)
-    weight: dict[str, float] = defaultdict(float)
-    for user_weight in weights.values():
-        label = metrics.weight_class(user_weight)
-        users[label] += 1
-        weight[label] += user_weight
-    total = sum(weight.values()) or 1.0
-    for label in users:
-        metrics.BACKLOGGED_USERS.labels(label).set(users[label])
-        metrics.SHARE_TARGET.labels(label).set(weight[label] / total)
 
 
 def _observe_dispatched(

@@ -7,6 +7,11 @@ dispatch; :func:`interleave` decides the order in which to publish them.
 
 Allocation, one call per tick
 -----------------------------
+(A tick that finds capacity left after claiming, because some users had fewer due jobs
+than their slots, may share it among the others with ``top_up``; ``settle`` then charges
+those extra slots to their credit. Calling ``allocate`` again in the same tick would be
+wrong: it would treat every user missing from the second call as idle and wipe its credit.)
+
 1. *Active users* are those with ``demand > 0``. Everyone else is forgotten (see credit).
 2. If the capacity is zero, nobody gets a slot and nothing changes. If it covers the whole
    demand, every active user gets its demand.
@@ -68,7 +73,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -119,6 +124,39 @@ class FairShareAllocator:
         slots = _round(targets, floors, active, total)
         self._credit = {user: targets[user] - slots[user] for user in active}
         return {user: n for user, n in slots.items() if n > 0}
+
+    def top_up(
+        self, *, capacity: int, users: Sequence[int], weights: Mapping[int, float]
+    ) -> dict[int, int]:
+        """Share slots left over in a tick among users who used their whole allocation.
+
+        The tick's ``allocate`` already applied everyone's credit; the leftover (capacity
+        that drained users could not use) is split by weight alone, and nothing is
+        recorded: pass what the users really got to ``settle``. Only users given at least
+        one slot are returned.
+        """
+        if capacity <= 0 or not users:
+            return {}
+        weight = {user: weight_of(weights, user) for user in sorted(set(users))}
+        total_weight = sum(weight.values())
+        targets = {user: capacity * w / total_weight for user, w in weight.items()}
+        slots = _round(targets, dict.fromkeys(weight, 0), dict.fromkeys(weight, capacity), capacity)
+        return {user: n for user, n in slots.items() if n > 0}
+
+    def settle(self, *, extra: Mapping[int, int], drained: Iterable[int]) -> None:
+        """Record the end of a tick: slots given beyond ``allocate``'s, and who ran dry.
+
+        Extra slots (from ``top_up``) are service in advance: the user's credit goes down
+        by them, so every pass of a tick counts toward its share and a user topped up now
+        waits accordingly later. A drained user (it got fewer jobs than it was given slots:
+        its whole demand was served) keeps no credit, as in ``allocate``.
+        """
+        for user, slots in extra.items():
+            if user in self._credit:
+                self._credit[user] -= slots
+        for user in drained:
+            if user in self._credit:
+                self._credit[user] = 0.0
 
 
 def interleave(batches: Mapping[int, Sequence[T]], weights: Mapping[int, float]) -> list[T]:

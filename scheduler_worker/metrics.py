@@ -45,13 +45,13 @@ IDEMPOTENCY_KEYS_PURGED = Counter(
 JOBS_PURGED = Counter("jobsvc_jobs_purged", "Finished jobs deleted after the retention time")
 BACKLOGGED_USERS = Gauge(
     "jobsvc_backlogged_users",
-    "Users with due jobs in the last round, by weight class",
-    ["weight_class"],
+    "Users with due jobs in the shard's last round, by weight class",
+    ["shard", "weight_class"],
 )
 SHARE_TARGET = Gauge(
     "jobsvc_dispatched_share_target",
-    "Share of dispatch the weight class is entitled to among backlogged users (0..1)",
-    ["weight_class"],
+    "Share of the shard's dispatch the weight class is entitled to among its backlogged users",
+    ["shard", "weight_class"],
 )
 
 

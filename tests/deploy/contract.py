@@ -54,8 +54,8 @@ SCHEDULER_METRICS = (
     Metric("jobsvc_idempotency_keys_purged", "counter"),
     Metric("jobsvc_jobs_purged", "counter"),
     Metric("jobsvc_dispatch_round_seconds", "histogram"),
-    Metric("jobsvc_backlogged_users", "gauge", ("weight_class",)),
-    Metric("jobsvc_dispatched_share_target", "gauge", ("weight_class",)),
+    Metric("jobsvc_backlogged_users", "gauge", ("shard", "weight_class")),
+    Metric("jobsvc_dispatched_share_target", "gauge", ("shard", "weight_class")),
 )
 EXECUTOR_METRICS = (
     Metric("jobsvc_jobs_processed", "counter", ("outcome",)),

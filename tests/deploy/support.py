@@ -139,7 +139,9 @@ def interpolate(text: str, values: Mapping[str, str]) -> str:
 
 # ---- what the application reads -----------------------------------------------------------
 
-ENV_READERS = frozenset({"env_str", "env_int", "env_float", "env_bool", "env_list"})
+ENV_READERS = frozenset(
+    {"env_str", "env_int", "env_float", "env_bool", "env_list", "env_database_urls", "env_networks"}
+)
 LOOPBACK_ADDRESS = re.compile(r"(127\.0\.0\.1|localhost|\[::1\]):\d+")
 
 

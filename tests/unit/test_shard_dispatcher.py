@@ -1,0 +1,173 @@
+"""ShardDispatcher's rounds with an in-memory shard, producer and weights: no servers.
+
+These drive the dispatcher as the worker does (one ``dispatch_round`` after another), so
+they test the fair-share allocator as the dispatcher calls it, which the allocator's own
+tests cannot: a round that claims in several passes, users who run dry, the gauges.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+
+import pytest
+from django.utils import timezone
+from prometheus_client import REGISTRY
+
+from scheduler_worker.dispatcher import DispatchConfig, ShardDispatcher
+from scheduler_worker.shard_store import ClaimedJob
+
+SHARD = 7
+
+
+class InMemoryShard:
+    """The part of ShardStore a dispatch round uses; each user's due jobs, oldest first."""
+
+    shard_id = SHARD
+
+    def __init__(self) -> None:
+        self.due: dict[int, int] = defaultdict(int)  # user -> due jobs (FLOOD: endless)
+        self.claimed: Counter[int] = Counter()
+        self._ids = itertools.count()
+
+    def add(self, user: int, jobs: int) -> None:
+        self.due[user] += jobs
+
+    def due_users(self) -> list[int]:
+        return sorted(user for user, jobs in self.due.items() if jobs > 0)
+
+    def claim(self, *, epoch: int, quotas: dict[int, int], queued_timeout: float):
+        now = timezone.now()
+        batch = []
+        for user, quota in quotas.items():
+            taken = min(quota, self.due[user])
+            self.due[user] -= taken
+            self.claimed[user] += taken
+            batch += [ClaimedJob(f"job-{next(self._ids)}", user, 0, now, now) for _ in range(taken)]
+        return batch
+
+    def in_flight(self) -> int:
+        return 0
+
+    def release(self, *, epoch: int, job_ids: list[str]) -> int:
+        return 0
+
+    def close(self) -> None:
+        pass
+
+
+class AcknowledgingProducer:
+    """A broker that takes every message at once."""
+
+    def send(self, topic, messages, *, on_done, timeout) -> None:
+        on_done([])
+
+    def publish(self, topic, messages, *, timeout) -> list[int]:
+        return []
+
+
+class FixedWeights:
+    def __init__(self, weights: dict[int, float]) -> None:
+        self.weights = weights
+
+    def weights_for(self, user_ids: Iterable[int]) -> dict[int, float]:
+        return {user: self.weights.get(user, 1.0) for user in user_ids}
+
+
+def dispatcher(shard: InMemoryShard, weights: dict[int, float], *, batch_size: int):
+    result = ShardDispatcher(
+        store=shard,
+        owner="test",
+        producer=AcknowledgingProducer(),
+        config=DispatchConfig(
+            topic="jobs",
+            dead_letter_topic="dead",
+            batch_size=batch_size,
+            max_in_flight=0,
+            poll_interval=0.01,
+            queued_timeout=60.0,
+            sweep_interval=5.0,
+            publish_timeout=1.0,
+        ),
+        weight_refresh_seconds=2.0,
+        on_fenced=lambda _dispatcher: None,
+        clock=lambda: 0.0,
+        weights=FixedWeights(weights),
+    )
+    result.epoch = 1
+    return result
+
+
+FLOOD = 10**9
+
+
+def test_users_backlogged_beside_a_demand_limited_heavy_user_all_get_their_share():
+    """The replay from the issue: capacity 4, six weight-1 users always backlogged, one
+    weight-6 user with one due job per round. The heavy user can use only 1 of its 2 slots
+    a round; the spare slot must go round the six, not to the same three every time."""
+    shard = InMemoryShard()
+    light = range(1, 7)
+    for user in light:
+        shard.add(user, FLOOD)
+    heavy = 7
+    rounds = dispatcher(shard, {heavy: 6.0}, batch_size=4)
+
+    for _ in range(600):
+        shard.add(heavy, 1)
+        rounds.dispatch_round()
+
+    assert shard.claimed[heavy] == 600  # all it had
+    # The other 1,800 slots, evenly: 300 each, give or take the rounding of a tick.
+    assert {user: shard.claimed[user] for user in light} == pytest.approx(
+        dict.fromkeys(light, 300), abs=2
+    )
+
+
+@pytest.mark.parametrize("batch_size", [3, 7, 100])
+def test_weights_1_2_4_hold_over_rounds_whatever_the_capacity(batch_size):
+    shard = InMemoryShard()
+    weights = {1: 1.0, 2: 2.0, 3: 4.0}
+    for user in weights:
+        shard.add(user, FLOOD)
+    rounds = dispatcher(shard, weights, batch_size=batch_size)
+
+    for _ in range(700):
+        rounds.dispatch_round()
+
+    total = sum(shard.claimed.values())
+    assert total == 700 * batch_size
+    for user, weight in weights.items():
+        assert shard.claimed[user] / total == pytest.approx(weight / 7, abs=0.005)
+
+
+def test_a_user_that_runs_dry_leaves_its_slots_to_the_others_in_the_same_round():
+    shard = InMemoryShard()
+    shard.add(1, 1)
+    shard.add(2, FLOOD)
+    rounds = dispatcher(shard, {}, batch_size=10)
+
+    assert rounds.dispatch_round() == 10
+    assert shard.claimed == {1: 1, 2: 9}
+
+
+def gauge(name: str, shard: int, weight_class: str) -> float | None:
+    return REGISTRY.get_sample_value(name, {"shard": str(shard), "weight_class": weight_class})
+
+
+def test_the_backlog_gauges_are_per_shard_and_drop_a_class_that_is_no_longer_backlogged():
+    shard = InMemoryShard()
+    shard.add(1, 5)
+    shard.add(2, 100)
+    rounds = dispatcher(shard, {1: 1.0, 2: 3.0}, batch_size=4)
+
+    rounds.dispatch_round()
+    assert gauge("jobsvc_backlogged_users", SHARD, "1") == 1
+    assert gauge("jobsvc_dispatched_share_target", SHARD, "3") == pytest.approx(0.75)
+
+    while shard.due[1]:
+        rounds.dispatch_round()
+    rounds.dispatch_round()  # user 1 has nothing due any more
+    assert gauge("jobsvc_backlogged_users", SHARD, "1") is None
+    assert gauge("jobsvc_dispatched_share_target", SHARD, "1") is None
+    assert gauge("jobsvc_dispatched_share_target", SHARD, "3") == pytest.approx(1.0)
