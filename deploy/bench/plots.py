@@ -10,6 +10,8 @@ they are missing. What each one reads:
 - ``dispatch_fairness``: ``windows`` (``[{"second", "shares": {user: share}}]``) and
   ``ideal_shares`` (``{user: share}``): each user's share per 1-s window against its
   weighted share.
+- ``fairness_end_to_end``: ``started_per_second`` (``{user: [jobs started in each second]}``)
+  and ``ideal_shares``: each user's started jobs per second, over the whole drain.
 - ``end_to_end``: ``results[i]["finished_per_second"]`` (jobs finished in each second
   since the workers started) with ``schedulers``, ``executors`` and ``settings``.
 - ``failover``: ``series`` (``finished_per_second``, ``started_late_ms_p99_by_due_second``),
@@ -132,6 +134,23 @@ def fairness_plots(result: dict, out: Path) -> list[Plot]:
     return [_save(figure, out, "fairness_shares.png", title)]
 
 
+def started_plots(result: dict, out: Path) -> list[Plot]:
+    started, ideal = result.get("started_per_second"), result.get("ideal_shares")
+    if not started or not ideal:
+        return []
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=FIGURE_SIZE)
+    for index, user in enumerate(sorted(started, key=lambda u: ideal.get(u, 0))):
+        axes.plot(started[user], color=f"C{index}", marker=".", label=f"weight {user}")
+    axes.set_xlabel("second since the first job started")
+    axes.set_ylabel("jobs started in the second")
+    axes.grid(True, alpha=0.3)
+    axes.legend(loc="upper right", fontsize=8)
+    title = "Started jobs per second per user (API in, started_at out)"
+    axes.set_title(title)
+    return [_save(figure, out, "fairness_started_per_second.png", title)]
+
+
 def end_to_end_plots(result: dict, out: Path) -> list[Plot]:
     runs = [run for run in result.get("results", []) if run.get("finished_per_second")]
     if not runs:
@@ -221,6 +240,7 @@ def failover_plots(result: dict, out: Path) -> list[Plot]:
 PLOTTERS: dict[str, Callable[[dict, Path], list[Plot]]] = {
     "dispatch_lateness": lateness_plots,
     "dispatch_fairness": fairness_plots,
+    "fairness_end_to_end": started_plots,
     "end_to_end": end_to_end_plots,
     "failover": failover_plots,
 }

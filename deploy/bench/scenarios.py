@@ -47,6 +47,18 @@ def dispatch_fairness(context: BenchContext) -> dict:
     return run_fairness(context)
 
 
+def fairness_end_to_end(context: BenchContext) -> dict:
+    from deploy.bench.fairness import run_fairness_end_to_end
+
+    return run_fairness_end_to_end(context)
+
+
+def light_user_wait(context: BenchContext) -> dict:
+    from deploy.bench.fairness import run_light_user_wait
+
+    return run_light_user_wait(context)
+
+
 def end_to_end(context: BenchContext) -> dict:
     from deploy.bench.end_to_end import run_end_to_end
 
@@ -65,6 +77,8 @@ SCENARIOS: dict[str, Callable[[BenchContext], dict]] = {
     "dispatch_batch_selection": dispatch_batch_selection,
     "dispatch_lateness": dispatch_lateness,
     "dispatch_fairness": dispatch_fairness,
+    "fairness_end_to_end": fairness_end_to_end,
+    "light_user_wait": light_user_wait,
     "end_to_end": end_to_end,
     "failover": failover,
 }

@@ -1,0 +1,304 @@
+"""Fair share as users feel it: when their jobs *start*, across the whole system.
+
+Jobs go in through the public API (gunicorn on the bench stack) in bulk requests of 1,000,
+as users create them; what comes out is each job's ``started_at``, when an executor began
+running it. The default topology runs: every shard, 2 schedulers, 2 executors.
+
+- ``fairness_end_to_end``: users of weight 1, 2 and 4 each create N no-op jobs (30,000;
+  quick: 10,000), all due at the same instant. Measured over the whole 1-second windows in
+  which all three still had jobs waiting to start: each user's share of the started jobs
+  against its weighted share (the deviation relative to that share), and Jain's index of
+  share / weighted share.
+- ``light_user_wait``: one weight-1 user floods 100,000 no-op jobs (quick: 30,000) due at
+  once; another weight-1 user has 20 single jobs (created one at a time) due at moments
+  spread through the flood's drain. Reported: started_at - execute_at of those 20 jobs
+  (p50, p99, max), and how many were due while the flood still had 1,000 jobs to start.
+
+    make bench ARGS="--only fairness_end_to_end light_user_wait"
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter, defaultdict
+from datetime import UTC, datetime
+
+from django.db import connections
+
+from deploy.bench.api_create import GUNICORN_CONFIG, _wait_for_health
+from deploy.bench.dispatch import (
+    _clean_slate,
+    _on_every_shard,
+    _scenario_env,
+    _setup,
+    _wait,
+    _workers,
+    jain_index,
+    percentile,
+)
+from deploy.bench.processes import WorkerProcess
+from deploy.localstack.ports import free_port
+from jobsvc.accounts.models import User
+from jobsvc.accounts.tokens import token_issue
+
+WEIGHTS = (1.0, 2.0, 4.0)
+BULK = 1000  # jobs per create request: what the API takes at most
+LIGHT_JOBS = 20
+FLOOD_LEFT = 1000  # a light job counts if the flood had at least this many still to start
+CREATE_LEAD = 5.0  # seconds from the last create request until the jobs are due
+CREATE_RATE_FLOOR = 4_000  # jobs/s bulk creates reach at least, on a busy 2-core machine
+DRAIN_RATE_GUESS = 15_000  # jobs/s, to spread the light jobs through the flood's drain
+
+
+def run_fairness_end_to_end(context) -> dict:
+    per_user = 10_000 if context.quick else 30_000
+    env = _scenario_env(context, "fairness-e2e")
+    with ServedApi(context, env) as api, _clean_slate(WEIGHTS) as users:
+        with _workers(context, env, schedulers=2, executors=2) as workers:
+            due = _create_all(api, dict.fromkeys(users, per_user))
+            _wait_until_all_finished(len(users) * per_user, workers)
+        starts = _started(users)
+    label = {user: f"{weight:g}" for user, weight in zip(users, WEIGHTS, strict=True)}
+    result = _shares(starts, {user: WEIGHTS[i] for i, user in enumerate(users)}, label)
+    result["late_ms_p99"] = _ms(
+        percentile(sorted(t - due for times in starts.values() for t in times), 99)
+    )
+    result["setup"] = _setup(
+        schedulers=2,
+        executors=2,
+        extra=f"weights 1, 2, 4; {per_user:,} no-op jobs each, created through the API in "
+        f"requests of {BULK:,}, all due at one instant",
+    )
+    result["markdown"] = _shares_markdown(result)
+    return result
+
+
+def run_light_user_wait(context) -> dict:
+    flood = 30_000 if context.quick else 100_000
+    env = _scenario_env(context, "light-user")
+    with ServedApi(context, env) as api, _clean_slate((1.0, 1.0)) as (heavy, light):
+        with _workers(context, env, schedulers=2, executors=2) as workers:
+            due = _create_all(api, {heavy: flood})
+            spacing = flood / DRAIN_RATE_GUESS * 0.8 / LIGHT_JOBS
+            light_due = [due + 0.3 + i * spacing for i in range(LIGHT_JOBS)]
+            token = token_issue(user=User.objects.get(pk=light)).token
+            for at in light_due:  # one job a request, created before it is due
+                _post_jobs(api, token, _job_body(at))
+            _wait_until_all_finished(flood + LIGHT_JOBS, workers)
+        starts = _started([heavy])[heavy]
+        light_rows = _started_with_due([light])
+    waits = sorted(started - execute_at for execute_at, started in light_rows)
+    during = [
+        started - execute_at
+        for execute_at, started in light_rows
+        if sum(1 for t in starts if t > execute_at) >= FLOOD_LEFT
+    ]
+    result = {
+        "flood_jobs": flood,
+        "light_jobs": len(waits),
+        "light_jobs_due_during_the_flood": len(during),
+        "wait_ms": {
+            "p50": _ms(percentile(waits, 50)),
+            "p99": _ms(percentile(waits, 99)),
+            "max": _ms(waits[-1]),
+        },
+        "flood_drain_seconds": round(max(starts) - min(starts), 2),
+        "setup": _setup(
+            schedulers=2,
+            executors=2,
+            extra=f"a weight-1 user's {flood:,} no-op jobs due at once (API, requests of "
+            f"{BULK:,}); another weight-1 user's {LIGHT_JOBS} single jobs due through the drain",
+        ),
+    }
+    result["markdown"] = (
+        "| light jobs | due while the flood had >= 1,000 to start | wait p50 | p99 | max |\n"
+        "|---:|---:|---:|---:|---:|\n"
+        f"| {result['light_jobs']} | {result['light_jobs_due_during_the_flood']} | "
+        f"{result['wait_ms']['p50']} ms | {result['wait_ms']['p99']} ms | "
+        f"{result['wait_ms']['max']} ms |\n\n"
+        f"Wait = started_at - execute_at. The flood drained in "
+        f"{result['flood_drain_seconds']} s. Setup: {result['setup']}."
+    )
+    return result
+
+
+# --- the stack -------------------------------------------------------------------------
+
+
+class ServedApi:
+    """gunicorn serving the API on this stack, for the scenario's duration."""
+
+    def __init__(self, context, env: dict[str, str]) -> None:
+        port = free_port()
+        self.base = f"http://127.0.0.1:{port}"
+        self._process = WorkerProcess(
+            kind="api",
+            name="bench-fairness-api",
+            env={**env, "JOBSVC_API_BIND": f"127.0.0.1:{port}"},
+            log_dir=context.out,
+            argv=[
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "--config",
+                str(GUNICORN_CONFIG),
+                "jobsvc.wsgi:application",
+            ],
+        )
+
+    def __enter__(self) -> str:
+        _wait_for_health(self.base, self._process)
+        return self.base
+
+    def __exit__(self, *exc_info) -> None:
+        self._process.stop()
+
+
+def _create_all(api: str, jobs_per_user: dict[int, int]) -> float:
+    """Every user creates its jobs at once, in bulk requests; return when they are due."""
+    tokens = {user: token_issue(user=User.objects.get(pk=user)).token for user in jobs_per_user}
+    expected = sum(jobs_per_user.values()) / CREATE_RATE_FLOOR  # seconds to create them all
+    due = time.time() + CREATE_LEAD + expected
+
+    def create(user: int) -> None:
+        for start in range(0, jobs_per_user[user], BULK):
+            count = min(BULK, jobs_per_user[user] - start)
+            _post_jobs(api, tokens[user], [_job_body(due)] * count)
+
+    threads = [threading.Thread(target=create, args=(user,)) for user in jobs_per_user]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if time.time() > due:
+        raise RuntimeError("creating the jobs took longer than the lead before their due time")
+    return due
+
+
+def _job_body(due: float) -> dict:
+    at = datetime.fromtimestamp(due, UTC).isoformat().replace("+00:00", "Z")
+    return {"message": "fairness", "execute_at": at}
+
+
+def _post_jobs(api: str, token: str, body) -> None:
+    request = urllib.request.Request(
+        f"{api}/api/v1/me/jobs",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        if response.status != 201:
+            raise RuntimeError(f"create answered {response.status}")
+
+
+def _wait_until_all_finished(total: int, workers) -> None:
+    def finished() -> bool:
+        rows = _on_every_shard("SELECT count(*) FROM jobs WHERE status = 'succeeded'")
+        return sum(n for (n,) in rows) >= total
+
+    _wait(finished, timeout=300, what=f"all {total:,} jobs succeeded", workers=workers)
+    connections.close_all()
+
+
+def _started(users: list[int]) -> dict[int, list[float]]:
+    starts: dict[int, list[float]] = defaultdict(list)
+    rows = _on_every_shard(
+        "SELECT user_id, extract(epoch FROM started_at)::float8 FROM jobs"
+        " WHERE user_id = ANY(%(users)s)",
+        {"users": users},
+    )
+    for user, started in rows:
+        starts[user].append(started)
+    return starts
+
+
+def _started_with_due(users: list[int]) -> list[tuple[float, float]]:
+    return _on_every_shard(
+        "SELECT extract(epoch FROM execute_at)::float8, extract(epoch FROM started_at)::float8"
+        " FROM jobs WHERE user_id = ANY(%(users)s)",
+        {"users": users},
+    )
+
+
+# --- numbers ---------------------------------------------------------------------------
+
+
+def _shares(
+    starts: dict[int, list[float]], weight_of: dict[int, float], label: dict[int, str]
+) -> dict:
+    """Shares of started jobs per whole second while every user still had jobs to start."""
+    first = min(min(times) for times in starts.values())
+    contended_until = min(max(times) for times in starts.values())
+    seconds = int(contended_until - first)  # whole windows only
+    per_second: dict[int, Counter] = defaultdict(Counter)
+    for user, times in starts.items():
+        for t in times:
+            per_second[int(t - first)][user] += 1
+    total_weight = sum(weight_of.values())
+    ideal = {user: w / total_weight for user, w in weight_of.items()}
+    windows = []
+    for second in range(seconds):
+        counts = per_second[second]
+        n = sum(counts.values()) or 1
+        share = {user: counts[user] / n for user in weight_of}
+        windows.append(
+            {
+                "second": second,
+                "started": n,
+                "shares": {label[u]: round(s, 4) for u, s in share.items()},
+                "max_relative_deviation": round(
+                    max(abs(share[u] - ideal[u]) / ideal[u] for u in weight_of), 4
+                ),
+                "jain": round(jain_index([share[u] / ideal[u] for u in weight_of]), 5),
+            }
+        )
+    contended = Counter()
+    for second in range(seconds):
+        contended.update(per_second[second])
+    n = sum(contended.values()) or 1
+    drain = max(max(times) for times in starts.values()) - first
+    return {
+        "windows": windows,
+        "ideal_shares": {label[u]: round(s, 4) for u, s in ideal.items()},
+        "contended_seconds": seconds,
+        "contended_shares": {label[u]: round(contended[u] / n, 4) for u in weight_of},
+        "worst_window_relative_deviation": max(
+            (w["max_relative_deviation"] for w in windows), default=None
+        ),
+        "jain_min": min((w["jain"] for w in windows), default=None),
+        "jain_mean": round(statistics.fmean(w["jain"] for w in windows), 5) if windows else None,
+        "started_per_second": {
+            label[u]: [per_second[s][u] for s in range(int(drain) + 1)] for u in weight_of
+        },
+        "jobs_per_second": round(sum(len(t) for t in starts.values()) / drain, 1),
+    }
+
+
+def _shares_markdown(result: dict) -> str:
+    lines = [
+        "| weight | weighted share | share of started jobs (contended) |",
+        "|---:|---:|---:|",
+    ]
+    for weight, ideal in result["ideal_shares"].items():
+        lines.append(f"| {weight} | {ideal:.3f} | {result['contended_shares'][weight]:.3f} |")
+    lines += [
+        "",
+        f"{result['contended_seconds']} whole 1-s windows with every user still waiting; worst "
+        f"window {result['worst_window_relative_deviation']:.0%} off a user's share; Jain's "
+        f"index of share/weighted share: min {result['jain_min']}, mean {result['jain_mean']}. "
+        f"Whole run {result['jobs_per_second']:,.0f} started jobs/s; started minus due p99 "
+        f"{result['late_ms_p99']} ms.",
+        "",
+        f"Setup: {result['setup']}.",
+    ]
+    return "\n".join(lines)
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)
