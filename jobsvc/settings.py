@@ -195,6 +195,12 @@ SCHEDULER_MAX_IN_FLIGHT_PER_SHARD = env_int(
     "JOBSVC_SCHEDULER_MAX_IN_FLIGHT_PER_SHARD", 5000, minimum=0
 )
 # A queued job no executor claimed within this many seconds is dispatched again.
+# Seconds a published job should wait for an executor at most: each shard's in-flight
+# limit shrinks below the cap above while its oldest queued job is older. 0 (the default):
+# the fixed cap only; the adaptive limit is off until measured on a quiet machine.
+SCHEDULER_TARGET_QUEUE_WAIT = env_float(
+    "JOBSVC_SCHEDULER_TARGET_QUEUE_WAIT_SECONDS", 0.0, minimum=0.0
+)
 SCHEDULER_QUEUED_TIMEOUT = env_float("JOBSVC_SCHEDULER_QUEUED_TIMEOUT_SECONDS", 60.0, minimum=1.0)
 SCHEDULER_SWEEP_INTERVAL = env_float("JOBSVC_SCHEDULER_SWEEP_INTERVAL_SECONDS", 5.0, minimum=0.1)
 SCHEDULER_WEIGHT_REFRESH = env_float("JOBSVC_SCHEDULER_WEIGHT_REFRESH_SECONDS", 2.0, minimum=0.1)

@@ -39,6 +39,7 @@ from jobsvc.messaging.job_message import JobMessage
 from scheduler_worker import metrics
 from scheduler_worker.errors import ShardFenced
 from scheduler_worker.fair_share import FairShareAllocator, interleave
+from scheduler_worker.in_flight import InFlightLimit
 from scheduler_worker.queries import LOST_ATTEMPT_ERROR
 from scheduler_worker.shard_store import AbandonedJob, ClaimedJob, ShardStore
 from scheduler_worker.weights import WeightBook
@@ -128,6 +129,9 @@ class DispatchConfig:
     queued_timeout: float  # seconds a published job may stay unclaimed
     sweep_interval: float  # seconds between sweeps for lost messages and executors
     publish_timeout: float  # seconds for the broker to acknowledge a message, or it fails
+    # Seconds a published job should wait for an executor at most; the in-flight limit
+    # follows it below max_in_flight (scheduler_worker.in_flight). 0: the fixed cap only.
+    target_queue_wait: float = 0.0
 
 
 class ShardDispatcher:
@@ -174,6 +178,17 @@ class ShardDispatcher:
         # Since when every round failed (clock time), None while rounds succeed.
         self._failing_since: float | None = None
         self._weight_classes: set[str] = set()  # backlogged classes in the gauges, this shard
+        self._in_flight_limit = (
+            InFlightLimit(
+                ceiling=config.max_in_flight,
+                floor=min(config.max_in_flight, max(1, config.batch_size // 8)),
+                target_wait=config.target_queue_wait,
+                step=max(1, config.batch_size // 8),
+                clock=clock,
+            )
+            if config.max_in_flight and config.target_queue_wait
+            else None
+        )
 
     # --- control, from any thread -----------------------------------------------------
 
@@ -424,7 +439,12 @@ class ShardDispatcher:
         if self.config.max_in_flight:
             in_flight = self.store.in_flight()
             metrics.IN_FLIGHT.labels(self._shard_label).set(in_flight)
-            capacity = min(capacity, self.config.max_in_flight - in_flight)
+            limit = self.config.max_in_flight
+            if self._in_flight_limit is not None:
+                age = self.store.oldest_queued_age()
+                limit = self._in_flight_limit.update(oldest_queued_age=age)
+                metrics.IN_FLIGHT_LIMIT.labels(self._shard_label).set(limit)
+            capacity = min(capacity, limit - in_flight)
         return capacity
 
     def _claim_fairly(

@@ -25,6 +25,11 @@ DISPATCH_ROUND = Histogram(
 )
 DUE_BACKLOG = Gauge("jobsvc_due_backlog_jobs", "Due jobs waiting in the shard", ["shard"])
 IN_FLIGHT = Gauge("jobsvc_in_flight_jobs", "Jobs published but not finished", ["shard"])
+IN_FLIGHT_LIMIT = Gauge(
+    "jobsvc_in_flight_limit_jobs",
+    "How many jobs of the shard may be in flight now (follows the age of the oldest queued)",
+    ["shard"],
+)
 SHARD_OWNED = Gauge("jobsvc_shard_owned", "1 while this worker owns the shard", ["shard"])
 SHARDS_CONFIGURED = Gauge("jobsvc_shards_configured", "Shards in the pool")
 SHARD_FAILING = Gauge(

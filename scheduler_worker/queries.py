@@ -29,6 +29,14 @@ COUNT_DUE = """
 
 COUNT_IN_FLIGHT = "SELECT count(*) FROM jobs WHERE status IN ('queued', 'running')"
 
+# Seconds the oldest queued job (published, not started yet) has waited. A queued job's
+# lease is its dispatch time plus the queued timeout, so the in-flight index, in lease
+# order, finds it among the first entries it reads.
+OLDEST_QUEUED_AGE = """
+    SELECT extract(epoch FROM now() - dispatched_at)::float8 FROM jobs
+     WHERE status = 'queued' ORDER BY lease_expires_at LIMIT 1
+"""
+
 # Users with due jobs, found with a loose index scan of jobs_due_by_user_idx: one index
 # probe per user that has scheduled jobs, however many jobs each of them has.
 DUE_USERS = """

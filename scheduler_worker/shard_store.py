@@ -69,6 +69,13 @@ class ShardStore:
             cursor.execute(queries.COUNT_IN_FLIGHT)
             return cursor.fetchone()[0]
 
+    def oldest_queued_age(self) -> float | None:
+        """Seconds the oldest published, not yet started job has waited (None: none)."""
+        with self._cursor() as cursor:
+            cursor.execute(queries.OLDEST_QUEUED_AGE)
+            row = cursor.fetchone()
+            return None if row is None else row[0]
+
     def due_backlog(self) -> int:
         with self._cursor() as cursor:
             cursor.execute(queries.COUNT_DUE)

@@ -605,3 +605,19 @@ def test_an_owner_frozen_inside_a_write_does_not_keep_the_next_owner_out(shard):
     [outcome] = frozen_outcome
     assert isinstance(outcome, DatabaseError), "the frozen owner's claim was rolled back"
     assert _job(job_id).status == "scheduled"
+
+
+def test_oldest_queued_age_is_the_wait_of_the_longest_waiting_published_job(shard):
+    assert shard.oldest_queued_age() is None
+    [older, newer] = _jobs(1, -5, -5, status="queued", lease=VALID)
+    [running] = _jobs(1, -5, status="running", attempts=1, lease=EXPIRED)
+    now = timezone.now()
+    for job_id, waited in ((older, 8), (newer, 2), (running, 30)):
+        Job.objects.using(ALIAS).filter(pk=job_id).update(
+            dispatched_at=now - timedelta(seconds=waited),
+            lease_expires_at=now - timedelta(seconds=waited) + timedelta(seconds=QUEUED_TIMEOUT)
+            if job_id != running
+            else now - timedelta(minutes=1),
+        )
+
+    assert shard.oldest_queued_age() == pytest.approx(8, abs=5)  # not the running job's 30

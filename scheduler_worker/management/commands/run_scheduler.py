@@ -47,6 +47,7 @@ class Command(BaseCommand):
                 dead_letter_topic=settings.KAFKA_DEAD_LETTER_TOPIC,
                 batch_size=options["batch_size"],
                 max_in_flight=options["max_in_flight"],
+                target_queue_wait=settings.SCHEDULER_TARGET_QUEUE_WAIT,
                 poll_interval=settings.SCHEDULER_POLL_INTERVAL,
                 queued_timeout=settings.SCHEDULER_QUEUED_TIMEOUT,
                 sweep_interval=settings.SCHEDULER_SWEEP_INTERVAL,
