@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -84,11 +87,25 @@ def _replay(alias: str, user_id: int, key: str, request_hash: str) -> CreateResu
 
 
 def _request_hash(specs: list[JobSpec], *, is_bulk: bool) -> str:
+    """A digest of the whole validated request: every field of every spec, by name.
+
+    Hashing the validated specs (not the raw body) makes equal requests equal however
+    they were spelled (another time zone, a default left out or written out), and any
+    field added to ``JobSpec`` is covered without touching this function.
+    """
     canonical = json.dumps(
-        [is_bulk, [[spec.message, spec.execute_at.isoformat()] for spec in specs]],
+        [is_bulk, [_spec_fields(spec) for spec in specs]],
         separators=(",", ":"),
+        sort_keys=True,
     )
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _spec_fields(spec: JobSpec) -> dict[str, Any]:
+    return {
+        name: value.isoformat() if isinstance(value, datetime) else value
+        for name, value in dataclasses.asdict(spec).items()
+    }
 
 
 def job_cancel(*, user_id: int, job_id: str) -> Job:

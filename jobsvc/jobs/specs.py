@@ -80,7 +80,7 @@ def parse_job_spec(raw: Any, *, now: datetime) -> JobSpec:
         message=message,
         execute_at=execute_at,
         max_attempts=max_attempts,
-        timeout_seconds=timeout_seconds,
+        timeout_seconds=float(timeout_seconds),  # 30 and 30.0 are one request
         handler=handler,
         handler_params=handler_params,
     )

@@ -262,3 +262,24 @@ def test_a_failed_job_shows_its_attempts_and_last_error(user_client):
     assert (job["status"], job["attempts"], job["max_attempts"]) == ("failed", 2, 2)
     assert job["last_error"] == "PermanentError: 404"
     assert job["attempt_errors"] == errors
+
+
+# --- idempotency ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"handler": "kafka", "handler_params": {"topic": USER_TOPIC}},
+        {"handler_params": {"url": RECEIVER + "/other"}},
+    ],
+    ids=["handler", "handler_params"],
+)
+def test_a_retry_with_another_handler_is_a_conflict(user_client, user, change):
+    body = with_handler("http", {"url": RECEIVER})
+    create_job(user_client, body, key="handler-retry")
+
+    response = post_jobs(user_client, body | change, key="handler-retry")
+
+    error_of(response, 409, "idempotency_key_reused")
+    assert job_count(user.pk) == 1
