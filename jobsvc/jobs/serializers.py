@@ -47,7 +47,15 @@ class JobCreateInput(serializers.Serializer):
 
     message = serializers.CharField(help_text="The job's payload; at most 64 KiB of UTF-8.")
     execute_at = serializers.DateTimeField(
-        help_text="When the job is due: ISO 8601 with a time zone (Z or an offset)."
+        required=False,
+        help_text="When the job is due: ISO 8601 with a time zone (Z or an offset). "
+        "Exactly one of execute_at and delay_seconds.",
+    )
+    delay_seconds = serializers.FloatField(
+        required=False,
+        min_value=0,
+        help_text="Due this many seconds after the request is received, instead of "
+        "execute_at (at most the schedule horizon, 365 days by default).",
     )
     handler = serializers.CharField(
         required=False, help_text='What runs the job: "default" (records it), "http", "kafka".'

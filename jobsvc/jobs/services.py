@@ -102,9 +102,12 @@ def _request_hash(specs: list[JobSpec], *, is_bulk: bool) -> str:
 
 
 def _spec_fields(spec: JobSpec) -> dict[str, Any]:
+    fields = dataclasses.asdict(spec)
+    if spec.delay_seconds is not None:
+        del fields["execute_at"]  # now + delay: it differs on every retry of one request
     return {
         name: value.isoformat() if isinstance(value, datetime) else value
-        for name, value in dataclasses.asdict(spec).items()
+        for name, value in fields.items()
     }
 
 

@@ -29,6 +29,9 @@ class JobSpec:
     timeout_seconds: float
     handler: str = DEFAULT_HANDLER
     handler_params: dict = field(default_factory=dict)
+    # Set when the request gave delay_seconds: execute_at is then now + the delay, and a
+    # retry of the request is the same request whenever it is sent.
+    delay_seconds: float | None = None
 
 
 class SpecErrors(Exception):
@@ -47,7 +50,7 @@ def parse_job_spec(raw: Any, *, now: datetime) -> JobSpec:
             {"non_field_errors": ["Expected a JSON object with message and execute_at."]}
         )
     message = _check_message(raw.get("message", _MISSING), errors)
-    execute_at = _check_execute_at(raw.get("execute_at", _MISSING), errors, now=now)
+    execute_at, delay_seconds = _check_due(raw, errors, now=now)
     max_attempts = _check_number(
         raw,
         "max_attempts",
@@ -83,6 +86,7 @@ def parse_job_spec(raw: Any, *, now: datetime) -> JobSpec:
         timeout_seconds=float(timeout_seconds),  # 30 and 30.0 are one request
         handler=handler,
         handler_params=handler_params,
+        delay_seconds=delay_seconds,
     )
 
 
@@ -140,14 +144,34 @@ def _check_number(raw: dict, name: str, errors: FieldErrors, *, default, low, hi
         errors[name] = ["Must be a whole number." if integer else "Must be a number."]
         return default
     if not low <= value <= high:
-        errors[name] = [f"Must be between {low:g} and {high:g}."]
+        errors[name] = [f"Must be between {_plain(low)} and {_plain(high)}."]
         return default
     return value
 
 
+def _plain(number: float) -> str:
+    """A bound as people write it: 31536000, not 3.1536e+07; 0.001 stays 0.001."""
+    return str(int(number)) if float(number).is_integer() else f"{number:g}"
+
+
+def _check_due(raw: dict, errors: FieldErrors, *, now: datetime) -> tuple[datetime, float | None]:
+    """execute_at, or delay_seconds from now: exactly one of the two."""
+    execute_at, delay = raw.get("execute_at"), raw.get("delay_seconds")
+    if execute_at is not None and delay is not None:
+        errors["delay_seconds"] = ["Give execute_at or delay_seconds, not both."]
+        return now, None
+    if delay is None:
+        return _check_execute_at(execute_at, errors, now=now), None
+    horizon_seconds = settings.MAX_SCHEDULE_HORIZON.total_seconds()
+    delay = _check_number(
+        raw, "delay_seconds", errors, default=0.0, low=0, high=horizon_seconds, integer=False
+    )
+    return now + timedelta(seconds=delay), float(delay)
+
+
 def _check_execute_at(value: Any, errors: FieldErrors, *, now: datetime) -> datetime:
     if value is _MISSING or value is None:
-        errors["execute_at"] = ["This field is required."]
+        errors["execute_at"] = ["This field is required (or give delay_seconds instead)."]
         return now
     parsed = parse_aware_datetime(value)
     if isinstance(parsed, str):
