@@ -2,13 +2,15 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
 from jobsvc.accounts.apis import LoginApi, RefreshApi, UserCreateApi
-from jobsvc.jobs.apis import JobCancelApi, JobDetailApi, JobListCreateApi
+from jobsvc.jobs.apis import JobCancelApi, JobDetailApi, JobListCreateApi, JobsCancelApi
 
 urlpatterns = [
     path("users", UserCreateApi.as_view(), name="user-create"),
     path("auth/login", LoginApi.as_view(), name="auth-login"),
     path("auth/refresh", RefreshApi.as_view(), name="auth-refresh"),
     path("me/jobs", JobListCreateApi.as_view(), name="jobs"),
+    # Bulk actions by filter; before me/jobs/<job_id>, which would take their names as ids.
+    path("me/jobs/cancel", JobsCancelApi.as_view(), name="jobs-cancel"),
     path("me/jobs/<str:job_id>", JobDetailApi.as_view(), name="job-detail"),
     path("me/jobs/<str:job_id>/cancel", JobCancelApi.as_view(), name="job-cancel"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

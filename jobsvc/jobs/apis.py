@@ -16,10 +16,16 @@ from rest_framework.views import APIView
 
 from jobsvc import errors
 from jobsvc.api.envelope import ErrorOutput, enveloped, ok
-from jobsvc.jobs.models import JobStatus
+from jobsvc.jobs.models import CANCELLABLE_STATUSES, JobStatus
 from jobsvc.jobs.selectors import JobFilter, job_get, jobs_list
-from jobsvc.jobs.serializers import JobCreateInput, JobOutput, job_to_dict
-from jobsvc.jobs.services import job_cancel, jobs_create
+from jobsvc.jobs.serializers import (
+    JobCreateInput,
+    JobFilterInput,
+    JobOutput,
+    JobsCancelledOutput,
+    job_to_dict,
+)
+from jobsvc.jobs.services import job_cancel, jobs_cancel, jobs_create
 from jobsvc.jobs.specs import SpecErrors, parse_aware_datetime, parse_job_spec, parse_job_specs
 from jobsvc.sharding.ids import is_job_id
 
@@ -120,6 +126,26 @@ class JobCancelApi(APIView):
     )
     def post(self, request: Request, job_id: str) -> Response:
         return ok(job_to_dict(job_cancel(user_id=request.user.pk, job_id=job_id)))
+
+
+class JobsCancelApi(APIView):
+    @extend_schema(
+        operation_id="jobs_cancel_many",
+        request=JobFilterInput,
+        responses={200: enveloped("JobsCancelled", JobsCancelledOutput()), **_ERRORS},
+        description="Cancel every job of the caller that matches the filter and has not "
+        "started (scheduled or queued), on every shard; answers how many were cancelled.",
+    )
+    def post(self, request: Request) -> Response:
+        job_filter = _job_filter(request, allowed_statuses=CANCELLABLE_STATUSES)
+        return ok({"cancelled": jobs_cancel(user_id=request.user.pk, job_filter=job_filter)})
+
+
+def _job_filter(request: Request, *, allowed_statuses: frozenset[str]) -> JobFilter:
+    data = request.data if request.data is not None else {}
+    serializer = JobFilterInput(data=data, context={"allowed_statuses": allowed_statuses})
+    serializer.is_valid(raise_exception=True)
+    return serializer.job_filter()
 
 
 def _idempotency_key(request: Request) -> str | None:

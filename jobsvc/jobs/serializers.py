@@ -8,6 +8,8 @@ from typing import Any
 from rest_framework import serializers
 
 from jobsvc.jobs.models import Job, JobStatus
+from jobsvc.jobs.selectors import JobFilter
+from jobsvc.jobs.specs import parse_aware_datetime
 from jobsvc.jobs.store import JobRow
 
 
@@ -87,3 +89,83 @@ class JobOutput(serializers.Serializer):
     dispatched_at = serializers.DateTimeField(allow_null=True)
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class StrictCharField(serializers.CharField):
+    """A string, and only a string: DRF's CharField would take 12 as "12"."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Must be a string.")
+        return super().to_internal_value(data)
+
+
+class AwareDateTimeField(serializers.CharField):
+    """An ISO 8601 time that must carry a zone, as everywhere in this API; read as UTC."""
+
+    def to_internal_value(self, data: Any) -> datetime:
+        parsed = parse_aware_datetime(data)
+        if isinstance(parsed, str):
+            raise serializers.ValidationError(parsed)
+        return parsed
+
+    def to_representation(self, value: datetime) -> str | None:
+        return _iso(value)
+
+
+class JobFilterInput(serializers.Serializer):
+    """Which of the caller's jobs a bulk action applies to; at least one criterion.
+
+    ``allowed_statuses`` (from the view's context) are the statuses the action can
+    change; the status filter may name only those, and defaults to all of them.
+    """
+
+    status = serializers.ListField(
+        child=StrictCharField(),
+        required=False,
+        allow_empty=False,
+        help_text="Statuses to include (default: every status the action applies to).",
+    )
+    execute_at_from = AwareDateTimeField(
+        required=False, help_text="Inclusive; ISO 8601 with a time zone."
+    )
+    execute_at_to = AwareDateTimeField(
+        required=False, help_text="Exclusive; ISO 8601 with a time zone."
+    )
+    handler = StrictCharField(required=False, max_length=64, help_text="Handler name.")
+
+    def validate_status(self, value: list[str]) -> list[str]:
+        allowed = self.context["allowed_statuses"]
+        refused = [status for status in value if status not in allowed]
+        if refused:
+            raise serializers.ValidationError(
+                f"This action applies only to {' or '.join(sorted(allowed))} jobs, "
+                f"not {refused[0]!r}."
+            )
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs:
+            raise serializers.ValidationError(
+                "Give at least one of status, execute_at_from, execute_at_to, handler "
+                "(a bulk action never applies to all jobs by accident)."
+            )
+        start, end = attrs.get("execute_at_from"), attrs.get("execute_at_to")
+        if start is not None and end is not None and start >= end:
+            raise serializers.ValidationError(
+                {"execute_at_to": ["Must be later than execute_at_from."]}
+            )
+        return attrs
+
+    def job_filter(self) -> JobFilter:
+        data = self.validated_data
+        return JobFilter(
+            statuses=tuple(data.get("status") or sorted(self.context["allowed_statuses"])),
+            execute_at_from=data.get("execute_at_from"),
+            execute_at_to=data.get("execute_at_to"),
+            handler=data.get("handler"),
+        )
+
+
+class JobsCancelledOutput(serializers.Serializer):
+    cancelled = serializers.IntegerField(help_text="How many jobs this request cancelled.")

@@ -1,28 +1,31 @@
-"""Writes to jobs: create (one or many, optionally idempotent) and cancel."""
+"""Writes to jobs: create (one or many, optionally idempotent), cancel (one or by filter)."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from jobsvc import errors
 from jobsvc.jobs import store
 from jobsvc.jobs.models import CANCELLABLE_STATUSES, Job, JobStatus
-from jobsvc.jobs.selectors import job_get
+from jobsvc.jobs.selectors import JobFilter, job_get, jobs_matching
 from jobsvc.jobs.specs import JobSpec
 from jobsvc.metrics import JOBS_CREATED
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import (
     pick_shard_for_new_jobs,
     shard_alias,
+    shard_aliases,
     shard_for_idempotency_key,
 )
 
@@ -111,18 +114,59 @@ def _spec_fields(spec: JobSpec) -> dict[str, Any]:
     }
 
 
+BULK_BATCH_SIZE = 5_000  # jobs changed per statement by a bulk cancel or retry
+
+
+def _cancel_where(query: QuerySet[Job]) -> int:
+    """Cancel the jobs of ``query`` that have not started; return how many.
+
+    The one statement every cancel runs: the status condition is checked by the UPDATE
+    itself, so a job an executor claims meanwhile (queued -> running) is left alone, and
+    a job cancelled after it was published is dropped at claim time.
+    """
+    now = timezone.now()
+    return query.filter(status__in=CANCELLABLE_STATUSES).update(
+        status=JobStatus.CANCELLED, updated_at=now, finished_at=now
+    )
+
+
 def job_cancel(*, user_id: int, job_id: str) -> Job:
     """Cancel a job that has not started. Cancelling a cancelled job changes nothing."""
     job = job_get(user_id=user_id, job_id=job_id)
-    now = timezone.now()
-    updated = (
-        Job.objects.using(job._state.db)
-        .filter(pk=job.pk, user_id=user_id, status__in=CANCELLABLE_STATUSES)
-        .update(status=JobStatus.CANCELLED, updated_at=now, finished_at=now)
-    )
+    updated = _cancel_where(Job.objects.using(job._state.db).filter(pk=job.pk, user_id=user_id))
     if updated:
         return job_get(user_id=user_id, job_id=job_id)
     job = job_get(user_id=user_id, job_id=job_id)  # it moved on since we read it
     if job.status == JobStatus.CANCELLED:
         return job
     raise errors.JobNotCancellable(f"Job {job_id} is {job.status}; it can no longer be cancelled.")
+
+
+def jobs_cancel(*, user_id: int, job_filter: JobFilter) -> int:
+    """Cancel every job of the user that passes the filter and has not started.
+
+    Shard by shard, in batches of BULK_BATCH_SIZE, each batch its own statement (a user
+    with a million jobs holds no long transaction). Not atomic across batches: if it
+    stops midway, what it cancelled stays cancelled and a repeat cancels the rest.
+    """
+    return sum(
+        _in_batches(
+            jobs_matching(alias=alias, user_id=user_id, job_filter=job_filter).filter(
+                status__in=CANCELLABLE_STATUSES
+            ),
+            _cancel_where,
+        )
+        for alias in shard_aliases()
+    )
+
+
+def _in_batches(query: QuerySet[Job], change: Callable[[QuerySet[Job]], int]) -> int:
+    """Apply ``change`` to ``query``'s rows a batch at a time until none is left."""
+    total = 0
+    while True:
+        batch = list(query.values_list("pk", flat=True)[:BULK_BATCH_SIZE])
+        if not batch:
+            return total
+        total += change(query.filter(pk__in=batch))
+        if len(batch) < BULK_BATCH_SIZE:
+            return total

@@ -19,6 +19,7 @@ USERS_URL = "/api/v1/users"
 LOGIN_URL = "/api/v1/auth/login"
 REFRESH_URL = "/api/v1/auth/refresh"
 JOBS_URL = "/api/v1/me/jobs"
+BULK_CANCEL_URL = f"{JOBS_URL}/cancel"
 JOB_CONTRACT_FIELDS = {"id", "user_id", "message", "status", "execute_at", "shard_id"}
 
 

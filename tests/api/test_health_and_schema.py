@@ -26,6 +26,7 @@ API_PATHS = {
     "/api/v1/me/jobs",
     "/api/v1/me/jobs/{job_id}",
     "/api/v1/me/jobs/{job_id}/cancel",
+    "/api/v1/me/jobs/cancel",
 }
 
 

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from jobsvc.sharding.shards import shard_count
 from tests.api.support import (
+    BULK_CANCEL_URL,
     JOBS_URL,
     cancel_url,
     create_job,
@@ -104,3 +105,16 @@ def test_another_users_jobs_are_untouched_by_the_callers_writes(user_client, oth
     create_jobs(user_client, [job_body(), job_body()])
 
     assert {job.id: (job.status, job.updated_at) for job in jobs_of(other_user.pk)} == before
+
+
+def _untouched(other_user_id: int):
+    return {job.id: (job.status, job.updated_at) for job in jobs_of(other_user_id)}
+
+
+def test_a_bulk_cancel_never_touches_another_users_jobs(user_client, other_user, theirs):
+    before = _untouched(other_user.pk)
+
+    response = user_client.post(BULK_CANCEL_URL, {"status": ["scheduled", "queued"]}, format="json")
+
+    assert response.json()["data"] == {"cancelled": 0}
+    assert _untouched(other_user.pk) == before
