@@ -5,6 +5,7 @@ ServiceError
 │   └── JobNotFound
 ├── Conflict            the request is valid but the thing's state forbids it
 │   ├── JobNotCancellable
+│   ├── JobNotReschedulable
 │   └── IdempotencyKeyReused
 ├── Forbidden           the caller may not do this
 │   ├── SignupDisabled
@@ -48,6 +49,12 @@ class JobNotCancellable(Conflict):
     """The job has started or finished; only scheduled or queued jobs can be cancelled."""
 
     code = "job_not_cancellable"
+
+
+class JobNotReschedulable(Conflict):
+    """The job was dispatched, has started or has finished; only a scheduled job can move."""
+
+    code = "job_not_reschedulable"
 
 
 class IdempotencyKeyReused(Conflict):

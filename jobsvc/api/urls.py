@@ -2,7 +2,13 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
 from jobsvc.accounts.apis import LoginApi, RefreshApi, UserCreateApi
-from jobsvc.jobs.apis import JobCancelApi, JobDetailApi, JobListCreateApi, JobsCancelApi
+from jobsvc.jobs.apis import (
+    JobCancelApi,
+    JobDetailApi,
+    JobListCreateApi,
+    JobRescheduleApi,
+    JobsCancelApi,
+)
 
 urlpatterns = [
     path("users", UserCreateApi.as_view(), name="user-create"),
@@ -13,5 +19,6 @@ urlpatterns = [
     path("me/jobs/cancel", JobsCancelApi.as_view(), name="jobs-cancel"),
     path("me/jobs/<str:job_id>", JobDetailApi.as_view(), name="job-detail"),
     path("me/jobs/<str:job_id>/cancel", JobCancelApi.as_view(), name="job-cancel"),
+    path("me/jobs/<str:job_id>/reschedule", JobRescheduleApi.as_view(), name="job-reschedule"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
 ]

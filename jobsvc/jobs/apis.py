@@ -22,11 +22,18 @@ from jobsvc.jobs.serializers import (
     JobCreateInput,
     JobFilterInput,
     JobOutput,
+    JobRescheduleInput,
     JobsCancelledOutput,
     job_to_dict,
 )
-from jobsvc.jobs.services import job_cancel, jobs_cancel, jobs_create
-from jobsvc.jobs.specs import SpecErrors, parse_aware_datetime, parse_job_spec, parse_job_specs
+from jobsvc.jobs.services import job_cancel, job_reschedule, jobs_cancel, jobs_create
+from jobsvc.jobs.specs import (
+    SpecErrors,
+    parse_aware_datetime,
+    parse_job_spec,
+    parse_job_specs,
+    parse_reschedule,
+)
 from jobsvc.sharding.ids import is_job_id
 
 _ERRORS = {code: OpenApiResponse(ErrorOutput) for code in (400, 401, 404, 409, 413, 415)}
@@ -126,6 +133,23 @@ class JobCancelApi(APIView):
     )
     def post(self, request: Request, job_id: str) -> Response:
         return ok(job_to_dict(job_cancel(user_id=request.user.pk, job_id=job_id)))
+
+
+class JobRescheduleApi(APIView):
+    @extend_schema(
+        operation_id="jobs_reschedule",
+        request=JobRescheduleInput,
+        responses={200: enveloped("JobRescheduled", JobOutput()), **_ERRORS},
+        description="Move a job that has not been dispatched (scheduled, no attempt yet) to a "
+        "new time, and/or change its message. 409 once it is queued, running or finished.",
+    )
+    def post(self, request: Request, job_id: str) -> Response:
+        try:
+            change = parse_reschedule(request.data, now=timezone.now())
+        except SpecErrors as exc:
+            raise ValidationError(exc.detail) from None
+        job = job_reschedule(user_id=request.user.pk, job_id=job_id, change=change)
+        return ok(job_to_dict(job))
 
 
 class JobsCancelApi(APIView):

@@ -33,7 +33,8 @@ class Job(models.Model):
     id = models.CharField(primary_key=True, max_length=27, editable=False, db_collation="C")
     user_id = models.BigIntegerField(editable=False)
     message = models.TextField()
-    # When the user asked the job to run; never changes (job latency is measured from it).
+    # When the user asked the job to run (job latency is measured from it); changed only
+    # by a reschedule, which is refused once the job has been dispatched.
     execute_at = models.DateTimeField()
     # When the next attempt is due: execute_at at first, later the retry time.
     due_at = models.DateTimeField()

@@ -69,6 +69,18 @@ class JobCreateInput(serializers.Serializer):
     timeout_seconds = serializers.FloatField(required=False, help_text="Per-attempt timeout.")
 
 
+class JobRescheduleInput(serializers.Serializer):
+    """A new time (execute_at or delay_seconds, not both) and/or a new message."""
+
+    execute_at = serializers.DateTimeField(
+        required=False, help_text="The new due time: ISO 8601 with a time zone."
+    )
+    delay_seconds = serializers.FloatField(
+        required=False, min_value=0, help_text="Due this many seconds from now instead."
+    )
+    message = serializers.CharField(required=False, help_text="The new message.")
+
+
 class JobOutput(serializers.Serializer):
     id = serializers.CharField(help_text="KSUID; it also names the shard holding the job.")
     user_id = serializers.IntegerField()

@@ -19,7 +19,7 @@ from jobsvc import errors
 from jobsvc.jobs import store
 from jobsvc.jobs.models import CANCELLABLE_STATUSES, Job, JobStatus
 from jobsvc.jobs.selectors import JobFilter, job_get, jobs_matching
-from jobsvc.jobs.specs import JobSpec
+from jobsvc.jobs.specs import JobSpec, RescheduleSpec
 from jobsvc.metrics import JOBS_CREATED
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import (
@@ -170,3 +170,37 @@ def _in_batches(query: QuerySet[Job], change: Callable[[QuerySet[Job]], int]) ->
         total += change(query.filter(pk__in=batch))
         if len(batch) < BULK_BATCH_SIZE:
             return total
+
+
+def job_reschedule(*, user_id: int, job_id: str, change: RescheduleSpec) -> Job:
+    """Move a job that has not been dispatched to a new time and/or give it a new message.
+
+    One conditional UPDATE (status scheduled, no attempt yet) decides against a scheduler
+    dispatching the job at the same moment: the scheduler's claim updates the row it
+    picked by ctid, and an updated row has a new ctid, so whichever commits first wins
+    and the other changes nothing. The job runs at the new time, or, already dispatched,
+    keeps its old one and the reschedule answers 409: never both, never neither.
+    A queued job (dispatched, not yet started) is refused too: its message is on its way.
+    """
+    job = job_get(user_id=user_id, job_id=job_id)
+    fields: dict[str, Any] = {"updated_at": timezone.now()}
+    if change.execute_at is not None:
+        fields.update(execute_at=change.execute_at, due_at=change.execute_at)
+    if change.message is not None:
+        fields["message"] = change.message
+    updated = (
+        Job.objects.using(job._state.db)
+        .filter(pk=job.pk, user_id=user_id, status=JobStatus.SCHEDULED, attempts=0)
+        .update(**fields)
+    )
+    job = job_get(user_id=user_id, job_id=job_id)
+    if updated:
+        return job
+    if job.status == JobStatus.SCHEDULED:
+        reason = f"it has run {job.attempts} attempt(s) and waits to be retried"
+    else:
+        reason = f"it is {job.status}"
+    raise errors.JobNotReschedulable(
+        f"Job {job_id} cannot be rescheduled: {reason}; only a scheduled job that has not "
+        "been dispatched can be."
+    )

@@ -90,6 +90,39 @@ def parse_job_spec(raw: Any, *, now: datetime) -> JobSpec:
     )
 
 
+@dataclass(frozen=True)
+class RescheduleSpec:
+    """A validated reschedule: the new due time and/or the new message."""
+
+    execute_at: datetime | None  # aware, UTC; None keeps the job's time
+    message: str | None  # None keeps the job's message
+
+
+RESCHEDULE_FIELDS = ("execute_at", "delay_seconds", "message")
+
+
+def parse_reschedule(raw: Any, *, now: datetime) -> RescheduleSpec:
+    """Validate a reschedule body: execute_at or delay_seconds, and/or message."""
+    if not isinstance(raw, dict) or not any(
+        raw.get(name) is not None for name in RESCHEDULE_FIELDS
+    ):
+        raise SpecErrors(
+            {"non_field_errors": ["Give execute_at or delay_seconds, and/or message."]}
+        )
+    errors: FieldErrors = {}
+    for name in sorted(set(raw) - set(RESCHEDULE_FIELDS)):
+        errors[name] = ["Only execute_at (or delay_seconds) and message can be changed."]
+    execute_at = None
+    if raw.get("execute_at") is not None or raw.get("delay_seconds") is not None:
+        execute_at, _ = _check_due(raw, errors, now=now)
+    message = None
+    if raw.get("message") is not None:
+        message = _check_message(raw["message"], errors)
+    if errors:
+        raise SpecErrors(errors)
+    return RescheduleSpec(execute_at=execute_at, message=message)
+
+
 def parse_job_specs(raw: Any, *, now: datetime) -> list[JobSpec]:
     """Validate a bulk request (a JSON list); all jobs must be valid, or none is created."""
     limit = settings.MAX_BULK_JOBS

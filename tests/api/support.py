@@ -31,6 +31,10 @@ def cancel_url(job_id: str) -> str:
     return f"{JOBS_URL}/{job_id}/cancel"
 
 
+def reschedule_url(job_id: str) -> str:
+    return f"{JOBS_URL}/{job_id}/reschedule"
+
+
 def job_body(message: str = "hello", **due_in: float) -> dict[str, str]:
     """A valid create body, due ``due_in`` (timedelta keywords) from now; one hour by default."""
     due = timezone.now() + timedelta(**(due_in or {"hours": 1}))

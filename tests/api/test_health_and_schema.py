@@ -27,6 +27,7 @@ API_PATHS = {
     "/api/v1/me/jobs/{job_id}",
     "/api/v1/me/jobs/{job_id}/cancel",
     "/api/v1/me/jobs/cancel",
+    "/api/v1/me/jobs/{job_id}/reschedule",
 }
 
 

@@ -21,6 +21,7 @@ from tests.api.support import (
     job_url,
     jobs_of,
     post_jobs,
+    reschedule_url,
     stored_job,
 )
 
@@ -117,4 +118,18 @@ def test_a_bulk_cancel_never_touches_another_users_jobs(user_client, other_user,
     response = user_client.post(BULK_CANCEL_URL, {"status": ["scheduled", "queued"]}, format="json")
 
     assert response.json()["data"] == {"cancelled": 0}
+    assert _untouched(other_user.pk) == before
+
+
+def test_a_reschedule_of_another_users_job_is_not_found_and_changes_nothing(
+    user_client, other_user, theirs
+):
+    before = _untouched(other_user.pk)
+    body = {"message": "hijacked", "delay_seconds": 1}
+
+    for job_id in theirs:
+        response = user_client.post(reschedule_url(job_id), body, format="json")
+        error = error_of(response, 404, "job_not_found")
+        assert "not yours" not in error["message"]
+
     assert _untouched(other_user.pk) == before
