@@ -6,10 +6,12 @@ ServiceError
 ├── Conflict            the request is valid but the thing's state forbids it
 │   ├── JobNotCancellable
 │   ├── JobNotReschedulable
+│   ├── JobNotRetryable
 │   └── IdempotencyKeyReused
 ├── Forbidden           the caller may not do this
 │   ├── SignupDisabled
-│   └── JobWeightNeedsStaff
+│   ├── JobWeightNeedsStaff
+│   └── StaffOnly
 └── InvalidInput        the request names something malformed
 """
 
@@ -57,6 +59,12 @@ class JobNotReschedulable(Conflict):
     code = "job_not_reschedulable"
 
 
+class JobNotRetryable(Conflict):
+    """Only a failed job can be given new attempts."""
+
+    code = "job_not_retryable"
+
+
 class IdempotencyKeyReused(Conflict):
     """The Idempotency-Key was first used with a different request."""
 
@@ -79,6 +87,12 @@ class JobWeightNeedsStaff(Forbidden):
     """The requested job_weight is above the self-service cap."""
 
     code = "job_weight_needs_staff"
+
+
+class StaffOnly(Forbidden):
+    """The endpoint acts on every user's jobs: staff only."""
+
+    code = "staff_only"
 
 
 class InvalidInput(ServiceError):

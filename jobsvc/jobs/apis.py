@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -23,10 +24,21 @@ from jobsvc.jobs.serializers import (
     JobFilterInput,
     JobOutput,
     JobRescheduleInput,
+    JobRetryInput,
     JobsCancelledOutput,
+    JobsRedriveInput,
+    JobsRetriedOutput,
+    JobsRetryInput,
     job_to_dict,
 )
-from jobsvc.jobs.services import job_cancel, job_reschedule, jobs_cancel, jobs_create
+from jobsvc.jobs.services import (
+    job_cancel,
+    job_reschedule,
+    job_retry,
+    jobs_cancel,
+    jobs_create,
+    jobs_retry,
+)
 from jobsvc.jobs.specs import (
     SpecErrors,
     parse_aware_datetime,
@@ -165,11 +177,72 @@ class JobsCancelApi(APIView):
         return ok({"cancelled": jobs_cancel(user_id=request.user.pk, job_filter=job_filter)})
 
 
+_FAILED = frozenset({JobStatus.FAILED.value})
+_ERRORS_AND_FORBIDDEN = {**_ERRORS, 403: OpenApiResponse(ErrorOutput)}
+
+
+class JobRetryApi(APIView):
+    @extend_schema(
+        operation_id="jobs_retry",
+        request=JobRetryInput,
+        responses={200: enveloped("JobRetried", JobOutput()), **_ERRORS},
+        description="Give a failed job new attempts: it is scheduled again, due now, with "
+        "its id, attempt count and attempt history kept. 409 unless the job failed.",
+    )
+    def post(self, request: Request, job_id: str) -> Response:
+        serializer = _valid(JobRetryInput, request)
+        job = job_retry(user_id=request.user.pk, job_id=job_id, extra_attempts=serializer.extra())
+        return ok(job_to_dict(job))
+
+
+class JobsRetryApi(APIView):
+    @extend_schema(
+        operation_id="jobs_retry_many",
+        request=JobsRetryInput,
+        responses={200: enveloped("JobsRetried", JobsRetriedOutput()), **_ERRORS},
+        description="Retry every failed job of the caller that matches the filter, on every "
+        "shard; answers how many are scheduled again.",
+    )
+    def post(self, request: Request) -> Response:
+        serializer = _valid(JobsRetryInput, request, allowed_statuses=_FAILED)
+        retried = jobs_retry(
+            user_id=request.user.pk,
+            job_filter=serializer.job_filter(),
+            extra_attempts=serializer.extra(),
+        )
+        return ok({"retried": retried})
+
+
+class JobsRedriveApi(APIView):
+    @extend_schema(
+        operation_id="jobs_redrive",
+        request=JobsRedriveInput,
+        responses={200: enveloped("JobsRedriven", JobsRetriedOutput()), **_ERRORS_AND_FORBIDDEN},
+        description="Staff only: retry the failed (dead-lettered) jobs of every user, or of "
+        "user_id, that match the filter; answers how many are scheduled again.",
+    )
+    def post(self, request: Request) -> Response:
+        if not request.user.is_staff:
+            raise errors.StaffOnly("Redriving every user's failed jobs needs a staff token.")
+        serializer = _valid(JobsRedriveInput, request, allowed_statuses=_FAILED)
+        retried = jobs_retry(
+            user_id=serializer.validated_data.get("user_id"),
+            job_filter=serializer.job_filter(),
+            extra_attempts=serializer.extra(),
+        )
+        return ok({"retried": retried})
+
+
 def _job_filter(request: Request, *, allowed_statuses: frozenset[str]) -> JobFilter:
+    return _valid(JobFilterInput, request, allowed_statuses=allowed_statuses).job_filter()
+
+
+def _valid(serializer_class, request: Request, **context: Any):
+    """The request body validated by ``serializer_class``; a 400 if it is not valid."""
     data = request.data if request.data is not None else {}
-    serializer = JobFilterInput(data=data, context={"allowed_statuses": allowed_statuses})
+    serializer = serializer_class(data=data, context=context)
     serializer.is_valid(raise_exception=True)
-    return serializer.job_filter()
+    return serializer
 
 
 def _idempotency_key(request: Request) -> str | None:

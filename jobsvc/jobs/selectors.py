@@ -37,9 +37,11 @@ class JobFilter:
     handler: str | None = None
 
 
-def jobs_matching(*, alias: str, user_id: int, job_filter: JobFilter) -> QuerySet[Job]:
-    """The user's jobs on one shard that pass the filter (unordered)."""
-    query = Job.objects.using(alias).filter(user_id=user_id)
+def jobs_matching(*, alias: str, user_id: int | None, job_filter: JobFilter) -> QuerySet[Job]:
+    """The user's jobs (every user's with None: staff only) on one shard that pass the filter."""
+    query = Job.objects.using(alias).all()
+    if user_id is not None:
+        query = query.filter(user_id=user_id)
     if job_filter.statuses:
         query = query.filter(status__in=job_filter.statuses)
     if job_filter.execute_at_from is not None:

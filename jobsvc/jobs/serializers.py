@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from rest_framework import serializers
 
 from jobsvc.jobs.models import Job, JobStatus
@@ -156,8 +157,16 @@ class JobFilterInput(serializers.Serializer):
             )
         return value
 
+    FILTER_FIELDS = ("status", "execute_at_from", "execute_at_to", "handler")
+
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if not attrs:
+        # A misspelt criterion ignored would widen the action to jobs the caller excluded.
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError(
+                {name: [f"Unknown field; one of {sorted(self.fields)}."] for name in unknown}
+            )
+        if not any(name in attrs for name in self.FILTER_FIELDS):
             raise serializers.ValidationError(
                 "Give at least one of status, execute_at_from, execute_at_to, handler "
                 "(a bulk action never applies to all jobs by accident)."
@@ -177,6 +186,50 @@ class JobFilterInput(serializers.Serializer):
             execute_at_to=data.get("execute_at_to"),
             handler=data.get("handler"),
         )
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer, and only that: DRF's IntegerField would take "5", 5.0 and true."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            raise serializers.ValidationError("Must be a whole number.")
+        return super().to_internal_value(data)
+
+
+def _extra_attempts() -> serializers.IntegerField:
+    return StrictIntegerField(
+        required=False,
+        min_value=1,
+        max_value=settings.JOB_MAX_ATTEMPTS_LIMIT,
+        help_text="New attempts the job gets (default JOBSVC_JOB_DEFAULT_MAX_ATTEMPTS); "
+        "its attempt count and history stay.",
+    )
+
+
+class JobRetryInput(serializers.Serializer):
+    extra_attempts = _extra_attempts()
+
+    def extra(self) -> int:
+        return self.validated_data.get("extra_attempts", settings.JOB_DEFAULT_MAX_ATTEMPTS)
+
+
+class JobsRetryInput(JobFilterInput, JobRetryInput):
+    """Which failed jobs to retry (a filter) and how many new attempts each gets."""
+
+
+class JobsRedriveInput(JobsRetryInput):
+    """Staff: which failed (dead-lettered) jobs of any user to retry."""
+
+    user_id = StrictIntegerField(
+        required=False, min_value=1, help_text="Only this user's jobs (default: every user's)."
+    )
+
+    FILTER_FIELDS = (*JobFilterInput.FILTER_FIELDS, "user_id")
+
+
+class JobsRetriedOutput(serializers.Serializer):
+    retried = serializers.IntegerField(help_text="How many failed jobs are scheduled again.")
 
 
 class JobsCancelledOutput(serializers.Serializer):

@@ -1,8 +1,9 @@
-"""Writes to jobs: create (one or many, optionally idempotent), cancel (one or by filter)."""
+"""Writes to jobs: create (one or many, optionally idempotent); cancel, reschedule, retry."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from jobsvc import errors
@@ -203,4 +204,63 @@ def job_reschedule(*, user_id: int, job_id: str, change: RescheduleSpec) -> Job:
     raise errors.JobNotReschedulable(
         f"Job {job_id} cannot be rescheduled: {reason}; only a scheduled job that has not "
         "been dispatched can be."
+    )
+
+
+MAX_ATTEMPTS_STORED = 32_767  # jobs.max_attempts is a smallint
+
+
+def _retry_where(query: QuerySet[Job], *, extra_attempts: int) -> int:
+    """Give the failed jobs of ``query`` ``extra_attempts`` more attempts, due now.
+
+    The one statement every retry and redrive runs. The attempt count and the attempt
+    history stay: the next dispatch starts attempt ``attempts + 1``, which no executor
+    can have claimed before, so a late message of an earlier attempt still changes
+    nothing.
+    """
+    now = timezone.now()
+    return query.filter(
+        status=JobStatus.FAILED, attempts__lte=MAX_ATTEMPTS_STORED - extra_attempts
+    ).update(
+        status=JobStatus.SCHEDULED,
+        max_attempts=F("attempts") + extra_attempts,
+        due_at=now,
+        updated_at=now,
+        dispatched_at=None,
+        finished_at=None,
+        lease_expires_at=None,
+    )
+
+
+def job_retry(*, user_id: int, job_id: str, extra_attempts: int) -> Job:
+    """Run a failed job again, with ``extra_attempts`` new attempts; 409 unless failed."""
+    job = job_get(user_id=user_id, job_id=job_id)
+    query = Job.objects.using(job._state.db).filter(pk=job.pk, user_id=user_id)
+    updated = _retry_where(query, extra_attempts=extra_attempts)
+    job = job_get(user_id=user_id, job_id=job_id)
+    if updated:
+        return job
+    if job.status == JobStatus.FAILED:
+        reason = f"it has used {job.attempts} attempts, the most a job can have"
+    else:
+        reason = f"it is {job.status}"
+    raise errors.JobNotRetryable(
+        f"Job {job_id} cannot be retried: {reason}; only a failed job can be."
+    )
+
+
+def jobs_retry(*, user_id: int | None, job_filter: JobFilter, extra_attempts: int) -> int:
+    """Retry every failed job passing the filter: one user's, or (None) every user's.
+
+    Every user's is the staff redrive of dead-lettered jobs. Shard by shard, in batches,
+    like ``jobs_cancel``.
+    """
+    return sum(
+        _in_batches(
+            jobs_matching(alias=alias, user_id=user_id, job_filter=job_filter).filter(
+                status=JobStatus.FAILED
+            ),
+            functools.partial(_retry_where, extra_attempts=extra_attempts),
+        )
+        for alias in shard_aliases()
     )

@@ -144,6 +144,7 @@ def test_more_jobs_than_one_batch_are_all_cancelled(user_client, user, monkeypat
             {"execute_at_from": "2030-01-02T00:00:00Z", "execute_at_to": "2030-01-01T00:00:00Z"},
             "execute_at_to",
         ),
+        ({"handler": "http", "stauts": ["queued"]}, "stauts"),
         ({"handler": 12}, "handler"),
         ({"handler": "h" * 65}, "handler"),
     ],

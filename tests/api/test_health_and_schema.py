@@ -28,6 +28,9 @@ API_PATHS = {
     "/api/v1/me/jobs/{job_id}/cancel",
     "/api/v1/me/jobs/cancel",
     "/api/v1/me/jobs/{job_id}/reschedule",
+    "/api/v1/me/jobs/{job_id}/retry",
+    "/api/v1/me/jobs/retry",
+    "/api/v1/jobs/redrive",
 }
 
 
