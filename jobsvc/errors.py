@@ -12,7 +12,10 @@ ServiceError
 │   ├── SignupDisabled
 │   ├── JobWeightNeedsStaff
 │   └── StaffOnly
-└── InvalidInput        the request names something malformed
+├── InvalidInput        the request names something malformed
+└── TooManyRequests     a per-user limit refuses the request for now (429, Retry-After)
+    ├── CreateRateLimited
+    └── UnfinishedJobsLimited
 """
 
 from __future__ import annotations
@@ -99,3 +102,25 @@ class InvalidInput(ServiceError):
     """The request names something malformed."""
 
     code = "invalid"
+
+
+class TooManyRequests(ServiceError):
+    """A per-user limit refuses the request for now; ``retry_after`` says for how long."""
+
+    code = "too_many_requests"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after  # whole seconds, at least 1
+
+
+class CreateRateLimited(TooManyRequests):
+    """The user creates jobs faster than their create rate allows."""
+
+    code = "create_rate_limited"
+
+
+class UnfinishedJobsLimited(TooManyRequests):
+    """The user has as many unfinished jobs as they may have."""
+
+    code = "unfinished_jobs_limited"

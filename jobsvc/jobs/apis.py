@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from jobsvc import errors
 from jobsvc.api.envelope import ErrorOutput, enveloped, ok
+from jobsvc.jobs.limits import jobs_create_admit
 from jobsvc.jobs.models import CANCELLABLE_STATUSES, JobStatus
 from jobsvc.jobs.selectors import JobFilter, job_get, jobs_list
 from jobsvc.jobs.serializers import (
@@ -49,6 +50,13 @@ from jobsvc.jobs.specs import (
 from jobsvc.sharding.ids import is_job_id
 
 _ERRORS = {code: OpenApiResponse(ErrorOutput) for code in (400, 401, 404, 409, 413, 415)}
+_LIMITED = {
+    429: OpenApiResponse(
+        ErrorOutput,
+        description="A per-user limit (create rate or unfinished jobs) refused the request; "
+        "Retry-After says when to try again.",
+    )
+}
 _IDEMPOTENCY_KEY = re.compile(rf"[\x21-\x7e]{{1,{settings.MAX_IDEMPOTENCY_KEY_LENGTH}}}")
 _STATUSES = frozenset(JobStatus.values)
 
@@ -105,6 +113,7 @@ class JobListCreateApi(APIView):
                 description="Replayed: the job(s) the first request with this Idempotency-Key made."
             ),
             **_ERRORS,
+            **_LIMITED,
         },
     )
     def post(self, request: Request) -> Response:
@@ -117,6 +126,7 @@ class JobListCreateApi(APIView):
                 specs = [parse_job_spec(request.data, now=now)]
         except SpecErrors as exc:
             raise ValidationError(exc.detail) from None
+        jobs_create_admit(user=request.user, jobs=len(specs))
         result = jobs_create(
             user_id=request.user.pk,
             specs=specs,
