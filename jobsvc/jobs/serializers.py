@@ -64,7 +64,9 @@ class JobCreateInput(serializers.Serializer):
         required=False, help_text='What runs the job: "default" (records it), "http", "kafka".'
     )
     handler_params = serializers.DictField(
-        required=False, help_text='http: {"url": ...}; kafka: {"topic": ...}.'
+        required=False,
+        help_text='http: {"url": ..., "method": "POST"|"PUT"|"PATCH", "headers": {...}}; '
+        'kafka: {"topic": ...}.',
     )
     max_attempts = serializers.IntegerField(required=False, help_text="Attempts before failing.")
     timeout_seconds = serializers.FloatField(required=False, help_text="Per-attempt timeout.")
