@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 from rest_framework import serializers
 
-from jobsvc.jobs.models import Job, JobStatus
+from jobsvc.jobs.models import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, Job, JobStatus
 from jobsvc.jobs.selectors import JobFilter
 from jobsvc.jobs.specs import parse_aware_datetime
 from jobsvc.jobs.store import JobRow
@@ -31,6 +31,7 @@ def job_to_dict(job: Job | JobRow) -> dict[str, Any]:
         "shard_id": job.shard_id,
         "handler": job.handler,
         "handler_params": job.handler_params,
+        "priority": job.priority,
         "attempts": job.attempts,
         "max_attempts": job.max_attempts,
         "timeout_seconds": job.timeout_seconds,
@@ -69,6 +70,13 @@ class JobCreateInput(serializers.Serializer):
         'kafka: {"topic": ...}.',
     )
     max_attempts = serializers.IntegerField(required=False, help_text="Attempts before failing.")
+    priority = serializers.IntegerField(
+        required=False,
+        min_value=PRIORITY_MIN,
+        max_value=PRIORITY_MAX,
+        help_text=f"Among your own due jobs, higher runs first ({PRIORITY_MIN}-{PRIORITY_MAX}, "
+        f"default {PRIORITY_DEFAULT}). Fair share between users is unchanged.",
+    )
     timeout_seconds = serializers.FloatField(required=False, help_text="Per-attempt timeout.")
 
 
@@ -93,6 +101,7 @@ class JobOutput(serializers.Serializer):
     shard_id = serializers.IntegerField()
     handler = serializers.CharField()
     handler_params = serializers.DictField()
+    priority = serializers.IntegerField()
     attempts = serializers.IntegerField()
     max_attempts = serializers.IntegerField()
     timeout_seconds = serializers.FloatField()

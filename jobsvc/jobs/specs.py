@@ -15,6 +15,7 @@ from django.conf import settings
 from django.utils.dateparse import parse_datetime
 
 from jobsvc.jobs.handler_specs import DEFAULT_HANDLER, HandlerSpecError, validate_handler
+from jobsvc.jobs.models import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN
 
 FieldErrors = dict[str, list[str]]
 
@@ -32,6 +33,7 @@ class JobSpec:
     # Set when the request gave delay_seconds: execute_at is then now + the delay, and a
     # retry of the request is the same request whenever it is sent.
     delay_seconds: float | None = None
+    priority: int = PRIORITY_DEFAULT  # among the user's own due jobs; higher runs first
 
 
 class SpecErrors(Exception):
@@ -69,6 +71,15 @@ def parse_job_spec(raw: Any, *, now: datetime) -> JobSpec:
         high=settings.JOB_TIMEOUT_LIMIT_SECONDS,
         integer=False,
     )
+    priority = _check_number(
+        raw,
+        "priority",
+        errors,
+        default=PRIORITY_DEFAULT,
+        low=PRIORITY_MIN,
+        high=PRIORITY_MAX,
+        integer=True,
+    )
     handler, handler_params = DEFAULT_HANDLER, {}
     if raw.get("handler") is not None or raw.get("handler_params") is not None:
         try:
@@ -87,6 +98,7 @@ def parse_job_spec(raw: Any, *, now: datetime) -> JobSpec:
         handler=handler,
         handler_params=handler_params,
         delay_seconds=delay_seconds,
+        priority=priority,
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from django.db import connections
 from psycopg.types.json import Jsonb
 
-from jobsvc.jobs.models import Job, JobStatus
+from jobsvc.jobs.models import PRIORITY_DEFAULT, Job, JobStatus
 from jobsvc.jobs.specs import JobSpec
 
 
@@ -40,6 +40,7 @@ class JobRow(NamedTuple):
     dispatched_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    priority: int = PRIORITY_DEFAULT
 
 
 JOB_COLUMNS = JobRow._fields
@@ -105,6 +106,7 @@ def new_job_row(
         attempt_errors=[],
         created_at=now,
         updated_at=now,
+        priority=spec.priority,
     )
 
 
