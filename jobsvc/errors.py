@@ -5,11 +5,17 @@ ServiceError
 │   └── JobNotFound
 ├── Conflict            the request is valid but the thing's state forbids it
 │   ├── JobNotCancellable
+│   ├── JobNotReschedulable
+│   ├── JobNotRetryable
 │   └── IdempotencyKeyReused
 ├── Forbidden           the caller may not do this
 │   ├── SignupDisabled
-│   └── JobWeightNeedsStaff
-└── InvalidInput        the request names something malformed
+│   ├── JobWeightNeedsStaff
+│   └── StaffOnly
+├── InvalidInput        the request names something malformed
+└── TooManyRequests     a per-user limit refuses the request for now (429, Retry-After)
+    ├── CreateRateLimited
+    └── UnfinishedJobsLimited
 """
 
 from __future__ import annotations
@@ -50,6 +56,18 @@ class JobNotCancellable(Conflict):
     code = "job_not_cancellable"
 
 
+class JobNotReschedulable(Conflict):
+    """The job was dispatched, has started or has finished; only a scheduled job can move."""
+
+    code = "job_not_reschedulable"
+
+
+class JobNotRetryable(Conflict):
+    """Only a failed job can be given new attempts."""
+
+    code = "job_not_retryable"
+
+
 class IdempotencyKeyReused(Conflict):
     """The Idempotency-Key was first used with a different request."""
 
@@ -74,7 +92,35 @@ class JobWeightNeedsStaff(Forbidden):
     code = "job_weight_needs_staff"
 
 
+class StaffOnly(Forbidden):
+    """The endpoint acts on every user's jobs: staff only."""
+
+    code = "staff_only"
+
+
 class InvalidInput(ServiceError):
     """The request names something malformed."""
 
     code = "invalid"
+
+
+class TooManyRequests(ServiceError):
+    """A per-user limit refuses the request for now; ``retry_after`` says for how long."""
+
+    code = "too_many_requests"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after  # whole seconds, at least 1
+
+
+class CreateRateLimited(TooManyRequests):
+    """The user creates jobs faster than their create rate allows."""
+
+    code = "create_rate_limited"
+
+
+class UnfinishedJobsLimited(TooManyRequests):
+    """The user has as many unfinished jobs as they may have."""
+
+    code = "unfinished_jobs_limited"

@@ -324,6 +324,21 @@ if JOB_RETENTION and JOB_RETENTION < IDEMPOTENCY_KEY_TTL:
     raise ConfigError(
         "JOBSVC_JOB_RETENTION_DAYS must be 0 or cover JOBSVC_IDEMPOTENCY_KEY_TTL_HOURS"
     )
+# Per-user limits on creating jobs (jobsvc/jobs/limits.py says how each is kept cheap).
+# A user's own values in the admin (User.max_unfinished_jobs, .create_rate_per_second)
+# replace these; 0 turns a limit off.
+# Jobs a user may have scheduled, queued or running at once, across all shards.
+USER_MAX_UNFINISHED_JOBS = env_int("JOBSVC_USER_MAX_UNFINISHED_JOBS", 1_000_000, minimum=0)
+# Jobs a user may create per second, in each API process (a bulk counts every job).
+USER_CREATE_RATE_PER_SECOND = env_float("JOBSVC_USER_CREATE_RATE_PER_SECOND", 1000.0, minimum=0.0)
+# Seconds of that rate a user may spend at once (the token bucket's size); never less
+# than one full bulk request.
+USER_CREATE_BURST_SECONDS = env_float("JOBSVC_USER_CREATE_BURST_SECONDS", 100.0, minimum=1.0)
+# Seconds an API process reuses its count of a user's unfinished jobs (0: count every
+# create). Longer is cheaper, and lets a user overshoot by what other processes admitted.
+USER_UNFINISHED_REFRESH_SECONDS = env_float(
+    "JOBSVC_USER_UNFINISHED_REFRESH_SECONDS", 5.0, minimum=0.0
+)
 JOBS_PAGE_SIZE = env_int("JOBSVC_JOBS_PAGE_SIZE", 50, minimum=1)
 JOBS_MAX_PAGE_SIZE = env_int("JOBSVC_JOBS_MAX_PAGE_SIZE", 500, minimum=1)
 

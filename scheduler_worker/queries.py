@@ -6,6 +6,8 @@ needs that row exclusively, so it waits for any write in progress and every late
 of the old owner sees the new epoch and is refused: the fence.
 """
 
+from jobsvc.jobs.priorities import PRIORITY_MAX, PRIORITY_MIN
+
 ACQUIRE_LEASE = """
     INSERT INTO jobs_shard_lease (shard_id, epoch, owner, acquired_at)
     VALUES (%(shard_id)s, 1, %(owner)s, now())
@@ -37,24 +39,31 @@ OLDEST_QUEUED_AGE = """
      WHERE status = 'queued' ORDER BY lease_expires_at LIMIT 1
 """
 
-# Users with due jobs, found with a loose index scan of jobs_due_by_user_idx: one index
-# probe per user that has scheduled jobs, however many jobs each of them has.
+# Users with due jobs, found with a loose index scan of jobs_due_by_user_idx
+# (user_id, priority, due_at, id): one index probe per (user, priority) that has
+# scheduled jobs, however many jobs each has. Each probe finds the earliest due job of
+# the next (user, priority) pair; a user is due if any of their pairs is. Most users use
+# one priority, so this is about one probe per user.
 DUE_USERS = """
     WITH RECURSIVE heads AS (
-        (SELECT user_id, due_at FROM jobs
+        (SELECT user_id, priority, due_at FROM jobs
           WHERE status = 'scheduled'
-          ORDER BY user_id, due_at, id LIMIT 1)
+          ORDER BY user_id, priority, due_at, id LIMIT 1)
         UNION ALL
-        SELECT next.user_id, next.due_at
+        SELECT next.user_id, next.priority, next.due_at
           FROM heads,
-       LATERAL (SELECT user_id, due_at FROM jobs
-                 WHERE status = 'scheduled' AND user_id > heads.user_id
-                 ORDER BY user_id, due_at, id LIMIT 1) AS next
+       LATERAL (SELECT user_id, priority, due_at FROM jobs
+                 WHERE status = 'scheduled'
+                   AND (user_id, priority) > (heads.user_id, heads.priority)
+                 ORDER BY user_id, priority, due_at, id LIMIT 1) AS next
     )
-    SELECT user_id FROM heads WHERE due_at <= now()
+    SELECT user_id FROM heads WHERE due_at <= now() GROUP BY user_id ORDER BY user_id
 """
 
-# Take up to quota.n of each user's due jobs, oldest first, and mark them queued.
+# Take up to quota.n of each user's due jobs, highest priority first and oldest first
+# within a priority, and mark them queued. Each priority is read as its own range of the
+# due index (highest first, at most quota.n rows each), so a user's urgent job is taken
+# ahead of their own backlog without reading the backlog.
 # The picked rows are updated through their ctids (a TID scan, which the planner takes
 # whatever its estimates), so the update costs the same however many jobs are due. Two
 # plans it chose otherwise: as an UPDATE ... FROM join, it guesses a third of the user's
@@ -63,7 +72,7 @@ DUE_USERS = """
 # and statistics from before a backlog arrived (scheduled jobs rare), it filters the
 # whole due index against the array (1.7 s per 2,000 jobs on a shard of 75,000). A row
 # updated meanwhile (a cancel) has a new ctid, so it is skipped, and stays as it is.
-CLAIM_FOR_DISPATCH = """
+CLAIM_FOR_DISPATCH = f"""
     UPDATE jobs
        SET status = 'queued', dispatched_at = now(), updated_at = now(),
            dispatch_epoch = %(epoch)s,
@@ -71,10 +80,14 @@ CLAIM_FOR_DISPATCH = """
      WHERE jobs.ctid = ANY(ARRAY(
                SELECT picked.ctid
                  FROM unnest(%(user_ids)s::bigint[], %(quotas)s::int[]) AS quota(user_id, n),
-              LATERAL (SELECT ctid FROM jobs
-                        WHERE status = 'scheduled' AND user_id = quota.user_id
-                          AND due_at <= now()
-                        ORDER BY due_at, id LIMIT quota.n) AS picked))
+              LATERAL (SELECT by_priority.ctid
+                         FROM generate_series({PRIORITY_MAX}, {PRIORITY_MIN}, -1) AS p(priority),
+                      LATERAL (SELECT ctid, due_at, id FROM jobs
+                                WHERE status = 'scheduled' AND user_id = quota.user_id
+                                  AND priority = p.priority AND due_at <= now()
+                                ORDER BY due_at, id LIMIT quota.n) AS by_priority
+                        ORDER BY p.priority DESC, by_priority.due_at, by_priority.id
+                        LIMIT quota.n) AS picked))
  RETURNING jobs.id, jobs.user_id, jobs.attempts, jobs.due_at, jobs.dispatched_at
 """
 

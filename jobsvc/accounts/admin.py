@@ -6,7 +6,19 @@ from jobsvc.accounts.models import User
 
 @admin.register(User)
 class UserAdmin(DjangoUserAdmin):
-    list_display = ("username", "job_weight", "is_active", "is_staff", "date_joined")
+    list_display = (
+        "username",
+        "job_weight",
+        "max_unfinished_jobs",
+        "create_rate_per_second",
+        "is_active",
+        "is_staff",
+        "date_joined",
+    )
     list_editable = ("job_weight",)
-    fieldsets = (*DjangoUserAdmin.fieldsets, ("Scheduling", {"fields": ("job_weight",)}))
+    fieldsets = (
+        *DjangoUserAdmin.fieldsets,
+        ("Scheduling", {"fields": ("job_weight",)}),
+        ("Limits", {"fields": ("max_unfinished_jobs", "create_rate_per_second")}),
+    )
     add_fieldsets = (*DjangoUserAdmin.add_fieldsets, ("Scheduling", {"fields": ("job_weight",)}))

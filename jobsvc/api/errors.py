@@ -23,6 +23,7 @@ _STATUS_OF_SERVICE_ERROR: tuple[tuple[type[errors.ServiceError], int], ...] = (
     (errors.Conflict, 409),
     (errors.Forbidden, 403),
     (errors.InvalidInput, 400),
+    (errors.TooManyRequests, 429),
 )
 
 DATABASE_RETRY_AFTER_SECONDS = 1  # what a 503 for an unreachable database tells clients
@@ -40,7 +41,12 @@ def error_body(code: str, message: str, fields: dict[str, Any] | None = None) ->
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's EXCEPTION_HANDLER: service errors, DRF errors and Django's 404/403."""
     if isinstance(exc, errors.ServiceError):
-        return Response(error_body(exc.code, exc.message, exc.fields), status=_status_of(exc))
+        headers = {}
+        if isinstance(exc, errors.TooManyRequests):
+            headers["Retry-After"] = str(exc.retry_after)
+        return Response(
+            error_body(exc.code, exc.message, exc.fields), status=_status_of(exc), headers=headers
+        )
     if isinstance(exc, OperationalError | InterfaceError):
         return _database_unavailable(exc, context)
     if isinstance(exc, Http404):

@@ -1,8 +1,14 @@
 """The ``http`` handler: POST the job, signed, to the URL its parameters name.
 
-Parameters: ``{"url": "https://hooks.example.com/jobs"}`` and nothing else.
+Parameters: ``{"url": "https://hooks.example.com/jobs"}``, and optionally
+``"method"`` (``POST``, the default, ``PUT`` or ``PATCH``) and ``"headers"`` (up to
+MAX_HEADERS custom headers, ``{"Authorization": "Bearer ..."}``; names are HTTP tokens,
+values printable ASCII without line breaks). The headers the handler sets itself, the
+hop-by-hop ones and any ``X-Jobsvc-*`` are refused (RESERVED_HEADERS). Neither the
+method nor custom headers are covered by the signature, which signs the body. Headers
+are stored with the job and shown to its owner, like the url.
 
-The request: ``POST <url>`` with a compact UTF-8 JSON body
+The request: ``<method> <url>`` with a compact UTF-8 JSON body
 ``{"job_id", "user_id", "attempt", "message", "params"}``, and the headers
 ``Idempotency-Key: <job_id>:<attempt>`` (the same for every run of one attempt, so the
 receiver can drop the duplicate an executor crash may cause), ``X-Jobsvc-Timestamp`` and
@@ -17,6 +23,10 @@ The outcome, by answer:
 - 3xx: ``PermanentError``. Redirects are not followed: their target was never checked
   against the allow-list and the address rules below;
 - anything else (other 4xx): ``PermanentError``.
+
+The error of an answer that is not 2xx carries its status and an excerpt of its body (at
+most MAX_BODY_EXCERPT_BYTES, decoded as UTF-8 with control characters removed), so the
+job's ``last_error`` and ``attempt_errors`` say why the receiver refused.
 
 Where a request may go. URLs come from users, and the executor runs inside the network,
 so a URL must pass these checks when the job is created (``validate_params``) and again
@@ -51,6 +61,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -77,6 +88,35 @@ from jobsvc.handlers.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 
 DEFAULT_MAX_TIMEOUT = 30.0  # seconds one request may take, whatever the job's timeout
 MIN_SECRET_BYTES = 32
+METHODS = ("POST", "PUT", "PATCH")
+MAX_HEADERS = 20  # custom headers per job
+MAX_HEADER_VALUE_LENGTH = 2048  # characters
+MAX_BODY_EXCERPT_BYTES = 512  # of a failed answer's body, kept in the attempt's error
+# Set by the handler (the body, its signature, the attempt's key), owned by HTTP's
+# framing, or hop-by-hop (RFC 9110 7.6.1): a job may not set these.
+RESERVED_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "content-type",
+        "content-encoding",
+        "transfer-encoding",
+        "user-agent",
+        "idempotency-key",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "upgrade",
+        "expect",
+    }
+)
+_RESERVED_PREFIX = "x-jobsvc-"
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
+_HEADER_VALUE = re.compile(r"[\x20-\x7e\t]*")
 
 _USER_AGENT = "jobsvc-executor/1"
 
@@ -122,7 +162,12 @@ class HttpHandler:
                     f"url: the host {target.host} could not be resolved ({_reason(exc)})."
                 ) from None
             self._check_public(target, addresses)
-        return {"url": params["url"]}
+        stored = {"url": params["url"]}
+        if "method" in params:
+            stored["method"] = _method(params["method"])
+        if "headers" in params:
+            stored["headers"] = _custom_headers(params["headers"])
+        return stored
 
     def handle(self, job: JobContext) -> None:
         target = self._target(job.params)
@@ -135,6 +180,9 @@ class HttpHandler:
             ) from exc
         if not self._allow_private:
             self._check_public(target, addresses)
+        # Checked again, like the url: the rules hold for every request made.
+        method = _method(job.params.get("method", "POST"))
+        custom_headers = _custom_headers(job.params.get("headers", {}))
         body = json.dumps(
             {
                 "job_id": job.job_id,
@@ -151,10 +199,12 @@ class HttpHandler:
                 target,
                 addresses,
                 body=body,
-                headers=self._headers(job, body),
+                headers={**custom_headers, **self._headers(job, body)},
                 deadline=deadline,
                 tls=self._tls,
                 clock=self._clock,
+                method=method,
+                excerpt_bytes=MAX_BODY_EXCERPT_BYTES,
             )
         except TimeoutError as exc:
             raise HandlerTimeout(f"{target.display}: no answer in time") from exc
@@ -176,10 +226,11 @@ class HttpHandler:
     def _target(self, params: Any) -> Target:
         if not isinstance(params, dict):
             raise InvalidHandlerParams("Must be a JSON object with a url.")
-        extra = sorted(map(str, set(params) - {"url"}))
+        extra = sorted(map(str, set(params) - {"url", "method", "headers"}))
         if extra:
             raise InvalidHandlerParams(
-                f"Unknown parameter(s): {', '.join(extra)}; the http handler takes only url."
+                f"Unknown parameter(s): {', '.join(extra)}; the http handler takes url, "
+                "method and headers."
             )
         target = parse_url(params.get("url"))
         if not self._allowed_hosts.allows(target.host):
@@ -206,15 +257,57 @@ class HttpHandler:
                 )
 
 
+def _method(value: Any) -> str:
+    if not isinstance(value, str) or value.upper() not in METHODS:
+        raise InvalidHandlerParams(f"method must be one of {', '.join(METHODS)}.")
+    return value.upper()
+
+
+def _custom_headers(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise InvalidHandlerParams('headers must be a JSON object: {"Name": "value", ...}.')
+    if len(value) > MAX_HEADERS:
+        raise InvalidHandlerParams(f"headers: at most {MAX_HEADERS}, got {len(value)}.")
+    for name, header in value.items():
+        if not _HEADER_NAME.fullmatch(name):
+            raise InvalidHandlerParams(f"headers: {name!r} is not a valid header name.")
+        lowered = name.lower()
+        if lowered in RESERVED_HEADERS or lowered.startswith(_RESERVED_PREFIX):
+            raise InvalidHandlerParams(
+                f"headers: {name} is set by the http handler or by HTTP itself; it cannot be given."
+            )
+        if (
+            not isinstance(header, str)
+            or len(header) > MAX_HEADER_VALUE_LENGTH
+            or not _HEADER_VALUE.fullmatch(header)
+        ):
+            raise InvalidHandlerParams(
+                f"headers: the value of {name} must be printable ASCII without line breaks, "
+                f"at most {MAX_HEADER_VALUE_LENGTH} characters."
+            )
+    return dict(value)
+
+
 def _judge(target: Target, answer: http_transport.Answer) -> None:
     if 200 <= answer.status < 300:
         return
     message = f"{target.display} answered {answer.status} {answer.reason}".rstrip()
+    excerpt = _printable(answer.body_excerpt)
+    if excerpt:
+        message = f"{message}: {excerpt}"
     if answer.status == 429 or 500 <= answer.status < 600:
         raise RetryableError(message, retry_after=_seconds(answer.retry_after))
     if 300 <= answer.status < 400:
         raise PermanentError(f"{message}; redirects are not followed")
     raise PermanentError(message)
+
+
+def _printable(excerpt: bytes) -> str:
+    """A body excerpt fit for an error message: text, one line, no control characters."""
+    text = excerpt.decode("utf-8", errors="replace")
+    text = "".join(char if char.isprintable() else " " for char in text)
+    text = " ".join(text.split())
+    return f"{text}…" if text and len(excerpt) >= MAX_BODY_EXCERPT_BYTES else text
 
 
 def _seconds(retry_after: str | None) -> float | None:

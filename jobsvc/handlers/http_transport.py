@@ -31,6 +31,8 @@ class Answer:
     status: int
     reason: str
     retry_after: str | None  # the Retry-After header, as sent
+    # The first bytes of the body of an answer that is not 2xx (a 2xx body is not read).
+    body_excerpt: bytes = b""
 
 
 def tls_context(*, ca_file: str | None = None) -> ssl.SSLContext:
@@ -49,8 +51,15 @@ def post(
     deadline: float,
     tls: ssl.SSLContext,
     clock: Callable[[], float] = time.monotonic,
+    method: str = "POST",
+    excerpt_bytes: int = 0,
 ) -> Answer:
-    """POST ``body`` to ``target`` through one of ``addresses``; the answer's body is unread."""
+    """Send ``body`` to ``target`` through one of ``addresses``.
+
+    The body of a 2xx answer is not read; of any other, up to ``excerpt_bytes``, within
+    the deadline. An excerpt the peer fails to send in time is left empty: the status
+    alone decides the outcome.
+    """
     connection = _PinnedConnection(
         target,
         addresses,
@@ -59,9 +68,17 @@ def post(
         clock=clock,
     )
     try:
-        connection.request("POST", target.path, body=body, headers=headers)
+        connection.request(method, target.path, body=body, headers=headers)
         with connection.getresponse() as response:
-            return Answer(response.status, response.reason, response.getheader("Retry-After"))
+            excerpt = b""
+            if excerpt_bytes and not 200 <= response.status < 300:
+                try:
+                    excerpt = response.read(excerpt_bytes)
+                except (OSError, http.client.HTTPException):
+                    excerpt = b""
+            return Answer(
+                response.status, response.reason, response.getheader("Retry-After"), excerpt
+            )
     finally:
         connection.close()
 

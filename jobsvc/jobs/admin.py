@@ -1,18 +1,19 @@
 """Admin for jobs, which live on many databases: one shard is listed at a time.
 
 The shard filter picks the database; a search for a job id goes straight to the shard
-the id names. Jobs are read-only here apart from the cancel action.
+the id names. Jobs are read-only here apart from the cancel and redrive actions.
 """
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from jobsvc import errors
 from jobsvc.jobs.models import Job
-from jobsvc.jobs.services import job_cancel
+from jobsvc.jobs.services import job_cancel, job_retry
 from jobsvc.sharding.ids import InvalidJobId, shard_of
 from jobsvc.sharding.shards import UnknownShard, shard_alias, shard_ids
 
@@ -43,7 +44,7 @@ class JobAdmin(admin.ModelAdmin):
     search_fields = ("id",)
     ordering = ("-id",)
     show_full_result_count = False
-    actions = ["cancel_jobs"]
+    actions = ["cancel_jobs", "redrive_jobs"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
         return Job.objects.using(_selected_alias(request))
@@ -86,3 +87,20 @@ class JobAdmin(admin.ModelAdmin):
         self.message_user(request, f"Cancelled {cancelled} job(s); {refused} had already started.")
         if refused:
             self.message_user(request, "Started jobs cannot be cancelled.", messages.WARNING)
+
+    @admin.action(description="Redrive selected failed jobs (new attempts, due now)")
+    def redrive_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        retried = refused = 0
+        for job in queryset:
+            try:
+                job_retry(
+                    user_id=job.user_id,
+                    job_id=job.id,
+                    extra_attempts=settings.JOB_DEFAULT_MAX_ATTEMPTS,
+                )
+                retried += 1
+            except errors.JobNotRetryable:
+                refused += 1
+        self.message_user(request, f"Redrove {retried} failed job(s); {refused} had not failed.")
+        if refused:
+            self.message_user(request, "Only failed jobs can be redriven.", messages.WARNING)

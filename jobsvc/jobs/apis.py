@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -16,14 +17,46 @@ from rest_framework.views import APIView
 
 from jobsvc import errors
 from jobsvc.api.envelope import ErrorOutput, enveloped, ok
-from jobsvc.jobs.models import JobStatus
+from jobsvc.jobs.limits import jobs_create_admit
+from jobsvc.jobs.models import CANCELLABLE_STATUSES, JobStatus
 from jobsvc.jobs.selectors import JobFilter, job_get, jobs_list
-from jobsvc.jobs.serializers import JobCreateInput, JobOutput, job_to_dict
-from jobsvc.jobs.services import job_cancel, jobs_create
-from jobsvc.jobs.specs import SpecErrors, parse_aware_datetime, parse_job_spec, parse_job_specs
+from jobsvc.jobs.serializers import (
+    JobCreateInput,
+    JobFilterInput,
+    JobOutput,
+    JobRescheduleInput,
+    JobRetryInput,
+    JobsCancelledOutput,
+    JobsRedriveInput,
+    JobsRetriedOutput,
+    JobsRetryInput,
+    job_to_dict,
+)
+from jobsvc.jobs.services import (
+    job_cancel,
+    job_reschedule,
+    job_retry,
+    jobs_cancel,
+    jobs_create,
+    jobs_retry,
+)
+from jobsvc.jobs.specs import (
+    SpecErrors,
+    parse_aware_datetime,
+    parse_job_spec,
+    parse_job_specs,
+    parse_reschedule,
+)
 from jobsvc.sharding.ids import is_job_id
 
 _ERRORS = {code: OpenApiResponse(ErrorOutput) for code in (400, 401, 404, 409, 413, 415)}
+_LIMITED = {
+    429: OpenApiResponse(
+        ErrorOutput,
+        description="A per-user limit (create rate or unfinished jobs) refused the request; "
+        "Retry-After says when to try again.",
+    )
+}
 _IDEMPOTENCY_KEY = re.compile(rf"[\x21-\x7e]{{1,{settings.MAX_IDEMPOTENCY_KEY_LENGTH}}}")
 _STATUSES = frozenset(JobStatus.values)
 
@@ -80,6 +113,7 @@ class JobListCreateApi(APIView):
                 description="Replayed: the job(s) the first request with this Idempotency-Key made."
             ),
             **_ERRORS,
+            **_LIMITED,
         },
     )
     def post(self, request: Request) -> Response:
@@ -92,6 +126,7 @@ class JobListCreateApi(APIView):
                 specs = [parse_job_spec(request.data, now=now)]
         except SpecErrors as exc:
             raise ValidationError(exc.detail) from None
+        jobs_create_admit(user=request.user, jobs=len(specs))
         result = jobs_create(
             user_id=request.user.pk,
             specs=specs,
@@ -120,6 +155,104 @@ class JobCancelApi(APIView):
     )
     def post(self, request: Request, job_id: str) -> Response:
         return ok(job_to_dict(job_cancel(user_id=request.user.pk, job_id=job_id)))
+
+
+class JobRescheduleApi(APIView):
+    @extend_schema(
+        operation_id="jobs_reschedule",
+        request=JobRescheduleInput,
+        responses={200: enveloped("JobRescheduled", JobOutput()), **_ERRORS},
+        description="Move a job that has not been dispatched (scheduled, no attempt yet) to a "
+        "new time, and/or change its message. 409 once it is queued, running or finished.",
+    )
+    def post(self, request: Request, job_id: str) -> Response:
+        try:
+            change = parse_reschedule(request.data, now=timezone.now())
+        except SpecErrors as exc:
+            raise ValidationError(exc.detail) from None
+        job = job_reschedule(user_id=request.user.pk, job_id=job_id, change=change)
+        return ok(job_to_dict(job))
+
+
+class JobsCancelApi(APIView):
+    @extend_schema(
+        operation_id="jobs_cancel_many",
+        request=JobFilterInput,
+        responses={200: enveloped("JobsCancelled", JobsCancelledOutput()), **_ERRORS},
+        description="Cancel every job of the caller that matches the filter and has not "
+        "started (scheduled or queued), on every shard; answers how many were cancelled.",
+    )
+    def post(self, request: Request) -> Response:
+        job_filter = _job_filter(request, allowed_statuses=CANCELLABLE_STATUSES)
+        return ok({"cancelled": jobs_cancel(user_id=request.user.pk, job_filter=job_filter)})
+
+
+_FAILED = frozenset({JobStatus.FAILED.value})
+_ERRORS_AND_FORBIDDEN = {**_ERRORS, 403: OpenApiResponse(ErrorOutput)}
+
+
+class JobRetryApi(APIView):
+    @extend_schema(
+        operation_id="jobs_retry",
+        request=JobRetryInput,
+        responses={200: enveloped("JobRetried", JobOutput()), **_ERRORS},
+        description="Give a failed job new attempts: it is scheduled again, due now, with "
+        "its id, attempt count and attempt history kept. 409 unless the job failed.",
+    )
+    def post(self, request: Request, job_id: str) -> Response:
+        serializer = _valid(JobRetryInput, request)
+        job = job_retry(user_id=request.user.pk, job_id=job_id, extra_attempts=serializer.extra())
+        return ok(job_to_dict(job))
+
+
+class JobsRetryApi(APIView):
+    @extend_schema(
+        operation_id="jobs_retry_many",
+        request=JobsRetryInput,
+        responses={200: enveloped("JobsRetried", JobsRetriedOutput()), **_ERRORS},
+        description="Retry every failed job of the caller that matches the filter, on every "
+        "shard; answers how many are scheduled again.",
+    )
+    def post(self, request: Request) -> Response:
+        serializer = _valid(JobsRetryInput, request, allowed_statuses=_FAILED)
+        retried = jobs_retry(
+            user_id=request.user.pk,
+            job_filter=serializer.job_filter(),
+            extra_attempts=serializer.extra(),
+        )
+        return ok({"retried": retried})
+
+
+class JobsRedriveApi(APIView):
+    @extend_schema(
+        operation_id="jobs_redrive",
+        request=JobsRedriveInput,
+        responses={200: enveloped("JobsRedriven", JobsRetriedOutput()), **_ERRORS_AND_FORBIDDEN},
+        description="Staff only: retry the failed (dead-lettered) jobs of every user, or of "
+        "user_id, that match the filter; answers how many are scheduled again.",
+    )
+    def post(self, request: Request) -> Response:
+        if not request.user.is_staff:
+            raise errors.StaffOnly("Redriving every user's failed jobs needs a staff token.")
+        serializer = _valid(JobsRedriveInput, request, allowed_statuses=_FAILED)
+        retried = jobs_retry(
+            user_id=serializer.validated_data.get("user_id"),
+            job_filter=serializer.job_filter(),
+            extra_attempts=serializer.extra(),
+        )
+        return ok({"retried": retried})
+
+
+def _job_filter(request: Request, *, allowed_statuses: frozenset[str]) -> JobFilter:
+    return _valid(JobFilterInput, request, allowed_statuses=allowed_statuses).job_filter()
+
+
+def _valid(serializer_class, request: Request, **context: Any):
+    """The request body validated by ``serializer_class``; a 400 if it is not valid."""
+    data = request.data if request.data is not None else {}
+    serializer = serializer_class(data=data, context=context)
+    serializer.is_valid(raise_exception=True)
+    return serializer
 
 
 def _idempotency_key(request: Request) -> str | None:

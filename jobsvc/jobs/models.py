@@ -14,6 +14,20 @@ from __future__ import annotations
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
+from jobsvc.jobs.priorities import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN
+
+__all__ = [
+    "CANCELLABLE_STATUSES",
+    "PRIORITY_DEFAULT",
+    "PRIORITY_MAX",
+    "PRIORITY_MIN",
+    "TERMINAL_STATUSES",
+    "IdempotencyKey",
+    "Job",
+    "JobStatus",
+    "ShardLease",
+]
+
 
 class JobStatus(models.TextChoices):
     SCHEDULED = "scheduled", "Scheduled"
@@ -33,7 +47,8 @@ class Job(models.Model):
     id = models.CharField(primary_key=True, max_length=27, editable=False, db_collation="C")
     user_id = models.BigIntegerField(editable=False)
     message = models.TextField()
-    # When the user asked the job to run; never changes (job latency is measured from it).
+    # When the user asked the job to run (job latency is measured from it); changed only
+    # by a reschedule, which is refused once the job has been dispatched.
     execute_at = models.DateTimeField()
     # When the next attempt is due: execute_at at first, later the retry time.
     due_at = models.DateTimeField()
@@ -41,6 +56,9 @@ class Job(models.Model):
     attempts = models.IntegerField(default=0)  # attempts started so far
     max_attempts = models.SmallIntegerField()
     timeout_seconds = models.FloatField()  # per attempt
+    # PRIORITY_MIN..PRIORITY_MAX. The database keeps the default too, so an API process
+    # of the previous release, which does not name the column, still inserts jobs.
+    priority = models.SmallIntegerField(default=PRIORITY_DEFAULT, db_default=PRIORITY_DEFAULT)
     handler = models.CharField(max_length=64, default="default")
     handler_params = models.JSONField(default=dict, blank=True)
     shard_id = models.SmallIntegerField(editable=False)
@@ -62,9 +80,10 @@ class Job(models.Model):
         indexes = [
             # A user's jobs, newest first (ids sort by creation time).
             models.Index(fields=["user_id", "-id"], name="jobs_user_newest_idx"),
-            # What the scheduler reads: each user's due jobs in due order.
+            # What the scheduler reads: each user's scheduled jobs by priority, then in
+            # due order (scheduler_worker/queries.py reads it one priority at a time).
             models.Index(
-                fields=["user_id", "due_at", "id"],
+                fields=["user_id", "priority", "due_at", "id"],
                 condition=models.Q(status="scheduled"),
                 name="jobs_due_by_user_idx",
             ),

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from itertools import islice
 
+from django.db.models import QuerySet
+
 from jobsvc import errors
 from jobsvc.jobs.models import Job
 from jobsvc.sharding.ids import InvalidJobId, shard_of
@@ -32,6 +34,23 @@ class JobFilter:
     statuses: tuple[str, ...] = ()
     execute_at_from: datetime | None = None  # inclusive
     execute_at_to: datetime | None = None  # exclusive
+    handler: str | None = None
+
+
+def jobs_matching(*, alias: str, user_id: int | None, job_filter: JobFilter) -> QuerySet[Job]:
+    """The user's jobs (every user's with None: staff only) on one shard that pass the filter."""
+    query = Job.objects.using(alias).all()
+    if user_id is not None:
+        query = query.filter(user_id=user_id)
+    if job_filter.statuses:
+        query = query.filter(status__in=job_filter.statuses)
+    if job_filter.execute_at_from is not None:
+        query = query.filter(execute_at__gte=job_filter.execute_at_from)
+    if job_filter.execute_at_to is not None:
+        query = query.filter(execute_at__lt=job_filter.execute_at_to)
+    if job_filter.handler is not None:
+        query = query.filter(handler=job_filter.handler)
+    return query
 
 
 @dataclass(frozen=True)
@@ -58,13 +77,7 @@ def jobs_list(*, user_id: int, job_filter: JobFilter, before_id: str | None, lim
 def _shard_page(
     alias: str, user_id: int, job_filter: JobFilter, before_id: str | None, limit: int
 ) -> list[Job]:
-    query = Job.objects.using(alias).filter(user_id=user_id)
-    if job_filter.statuses:
-        query = query.filter(status__in=job_filter.statuses)
-    if job_filter.execute_at_from is not None:
-        query = query.filter(execute_at__gte=job_filter.execute_at_from)
-    if job_filter.execute_at_to is not None:
-        query = query.filter(execute_at__lt=job_filter.execute_at_to)
+    query = jobs_matching(alias=alias, user_id=user_id, job_filter=job_filter)
     if before_id is not None:
         query = query.filter(id__lt=before_id)
     return list(query.order_by("-id")[:limit])

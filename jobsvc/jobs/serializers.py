@@ -5,9 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from rest_framework import serializers
 
-from jobsvc.jobs.models import Job, JobStatus
+from jobsvc.jobs.models import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, Job, JobStatus
+from jobsvc.jobs.selectors import JobFilter
+from jobsvc.jobs.specs import parse_aware_datetime
 from jobsvc.jobs.store import JobRow
 
 
@@ -28,6 +31,7 @@ def job_to_dict(job: Job | JobRow) -> dict[str, Any]:
         "shard_id": job.shard_id,
         "handler": job.handler,
         "handler_params": job.handler_params,
+        "priority": job.priority,
         "attempts": job.attempts,
         "max_attempts": job.max_attempts,
         "timeout_seconds": job.timeout_seconds,
@@ -47,16 +51,45 @@ class JobCreateInput(serializers.Serializer):
 
     message = serializers.CharField(help_text="The job's payload; at most 64 KiB of UTF-8.")
     execute_at = serializers.DateTimeField(
-        help_text="When the job is due: ISO 8601 with a time zone (Z or an offset)."
+        required=False,
+        help_text="When the job is due: ISO 8601 with a time zone (Z or an offset). "
+        "Exactly one of execute_at and delay_seconds.",
+    )
+    delay_seconds = serializers.FloatField(
+        required=False,
+        min_value=0,
+        help_text="Due this many seconds after the request is received, instead of "
+        "execute_at (at most the schedule horizon, 365 days by default).",
     )
     handler = serializers.CharField(
         required=False, help_text='What runs the job: "default" (records it), "http", "kafka".'
     )
     handler_params = serializers.DictField(
-        required=False, help_text='http: {"url": ...}; kafka: {"topic": ...}.'
+        required=False,
+        help_text='http: {"url": ..., "method": "POST"|"PUT"|"PATCH", "headers": {...}}; '
+        'kafka: {"topic": ...}.',
     )
     max_attempts = serializers.IntegerField(required=False, help_text="Attempts before failing.")
+    priority = serializers.IntegerField(
+        required=False,
+        min_value=PRIORITY_MIN,
+        max_value=PRIORITY_MAX,
+        help_text=f"Among your own due jobs, higher runs first ({PRIORITY_MIN}-{PRIORITY_MAX}, "
+        f"default {PRIORITY_DEFAULT}). Fair share between users is unchanged.",
+    )
     timeout_seconds = serializers.FloatField(required=False, help_text="Per-attempt timeout.")
+
+
+class JobRescheduleInput(serializers.Serializer):
+    """A new time (execute_at or delay_seconds, not both) and/or a new message."""
+
+    execute_at = serializers.DateTimeField(
+        required=False, help_text="The new due time: ISO 8601 with a time zone."
+    )
+    delay_seconds = serializers.FloatField(
+        required=False, min_value=0, help_text="Due this many seconds from now instead."
+    )
+    message = serializers.CharField(required=False, help_text="The new message.")
 
 
 class JobOutput(serializers.Serializer):
@@ -68,6 +101,7 @@ class JobOutput(serializers.Serializer):
     shard_id = serializers.IntegerField()
     handler = serializers.CharField()
     handler_params = serializers.DictField()
+    priority = serializers.IntegerField()
     attempts = serializers.IntegerField()
     max_attempts = serializers.IntegerField()
     timeout_seconds = serializers.FloatField()
@@ -79,3 +113,135 @@ class JobOutput(serializers.Serializer):
     dispatched_at = serializers.DateTimeField(allow_null=True)
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class StrictCharField(serializers.CharField):
+    """A string, and only a string: DRF's CharField would take 12 as "12"."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Must be a string.")
+        return super().to_internal_value(data)
+
+
+class AwareDateTimeField(serializers.CharField):
+    """An ISO 8601 time that must carry a zone, as everywhere in this API; read as UTC."""
+
+    def to_internal_value(self, data: Any) -> datetime:
+        parsed = parse_aware_datetime(data)
+        if isinstance(parsed, str):
+            raise serializers.ValidationError(parsed)
+        return parsed
+
+    def to_representation(self, value: datetime) -> str | None:
+        return _iso(value)
+
+
+class JobFilterInput(serializers.Serializer):
+    """Which of the caller's jobs a bulk action applies to; at least one criterion.
+
+    ``allowed_statuses`` (from the view's context) are the statuses the action can
+    change; the status filter may name only those, and defaults to all of them.
+    """
+
+    status = serializers.ListField(
+        child=StrictCharField(),
+        required=False,
+        allow_empty=False,
+        help_text="Statuses to include (default: every status the action applies to).",
+    )
+    execute_at_from = AwareDateTimeField(
+        required=False, help_text="Inclusive; ISO 8601 with a time zone."
+    )
+    execute_at_to = AwareDateTimeField(
+        required=False, help_text="Exclusive; ISO 8601 with a time zone."
+    )
+    handler = StrictCharField(required=False, max_length=64, help_text="Handler name.")
+
+    def validate_status(self, value: list[str]) -> list[str]:
+        allowed = self.context["allowed_statuses"]
+        refused = [status for status in value if status not in allowed]
+        if refused:
+            raise serializers.ValidationError(
+                f"This action applies only to {' or '.join(sorted(allowed))} jobs, "
+                f"not {refused[0]!r}."
+            )
+        return value
+
+    FILTER_FIELDS = ("status", "execute_at_from", "execute_at_to", "handler")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # A misspelt criterion ignored would widen the action to jobs the caller excluded.
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError(
+                {name: [f"Unknown field; one of {sorted(self.fields)}."] for name in unknown}
+            )
+        if not any(name in attrs for name in self.FILTER_FIELDS):
+            raise serializers.ValidationError(
+                "Give at least one of status, execute_at_from, execute_at_to, handler "
+                "(a bulk action never applies to all jobs by accident)."
+            )
+        start, end = attrs.get("execute_at_from"), attrs.get("execute_at_to")
+        if start is not None and end is not None and start >= end:
+            raise serializers.ValidationError(
+                {"execute_at_to": ["Must be later than execute_at_from."]}
+            )
+        return attrs
+
+    def job_filter(self) -> JobFilter:
+        data = self.validated_data
+        return JobFilter(
+            statuses=tuple(data.get("status") or sorted(self.context["allowed_statuses"])),
+            execute_at_from=data.get("execute_at_from"),
+            execute_at_to=data.get("execute_at_to"),
+            handler=data.get("handler"),
+        )
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer, and only that: DRF's IntegerField would take "5", 5.0 and true."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            raise serializers.ValidationError("Must be a whole number.")
+        return super().to_internal_value(data)
+
+
+def _extra_attempts() -> serializers.IntegerField:
+    return StrictIntegerField(
+        required=False,
+        min_value=1,
+        max_value=settings.JOB_MAX_ATTEMPTS_LIMIT,
+        help_text="New attempts the job gets (default JOBSVC_JOB_DEFAULT_MAX_ATTEMPTS); "
+        "its attempt count and history stay.",
+    )
+
+
+class JobRetryInput(serializers.Serializer):
+    extra_attempts = _extra_attempts()
+
+    def extra(self) -> int:
+        return self.validated_data.get("extra_attempts", settings.JOB_DEFAULT_MAX_ATTEMPTS)
+
+
+class JobsRetryInput(JobFilterInput, JobRetryInput):
+    """Which failed jobs to retry (a filter) and how many new attempts each gets."""
+
+
+class JobsRedriveInput(JobsRetryInput):
+    """Staff: which failed (dead-lettered) jobs of any user to retry."""
+
+    user_id = StrictIntegerField(
+        required=False, min_value=1, help_text="Only this user's jobs (default: every user's)."
+    )
+
+    FILTER_FIELDS = (*JobFilterInput.FILTER_FIELDS, "user_id")
+
+
+class JobsRetriedOutput(serializers.Serializer):
+    retried = serializers.IntegerField(help_text="How many failed jobs are scheduled again.")
+
+
+class JobsCancelledOutput(serializers.Serializer):
+    cancelled = serializers.IntegerField(help_text="How many jobs this request cancelled.")

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.utils.dateparse import parse_datetime
 
 from jobsvc.jobs.handler_specs import DEFAULT_HANDLER, HandlerSpecError, validate_handler
+from jobsvc.jobs.models import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN
 
 FieldErrors = dict[str, list[str]]
 
@@ -29,6 +30,10 @@ class JobSpec:
     timeout_seconds: float
     handler: str = DEFAULT_HANDLER
     handler_params: dict = field(default_factory=dict)
+    # Set when the request gave delay_seconds: execute_at is then now + the delay, and a
+    # retry of the request is the same request whenever it is sent.
+    delay_seconds: float | None = None
+    priority: int = PRIORITY_DEFAULT  # among the user's own due jobs; higher runs first
 
 
 class SpecErrors(Exception):
@@ -47,7 +52,7 @@ def parse_job_spec(raw: Any, *, now: datetime) -> JobSpec:
             {"non_field_errors": ["Expected a JSON object with message and execute_at."]}
         )
     message = _check_message(raw.get("message", _MISSING), errors)
-    execute_at = _check_execute_at(raw.get("execute_at", _MISSING), errors, now=now)
+    execute_at, delay_seconds = _check_due(raw, errors, now=now)
     max_attempts = _check_number(
         raw,
         "max_attempts",
@@ -66,6 +71,15 @@ def parse_job_spec(raw: Any, *, now: datetime) -> JobSpec:
         high=settings.JOB_TIMEOUT_LIMIT_SECONDS,
         integer=False,
     )
+    priority = _check_number(
+        raw,
+        "priority",
+        errors,
+        default=PRIORITY_DEFAULT,
+        low=PRIORITY_MIN,
+        high=PRIORITY_MAX,
+        integer=True,
+    )
     handler, handler_params = DEFAULT_HANDLER, {}
     if raw.get("handler") is not None or raw.get("handler_params") is not None:
         try:
@@ -80,10 +94,45 @@ def parse_job_spec(raw: Any, *, now: datetime) -> JobSpec:
         message=message,
         execute_at=execute_at,
         max_attempts=max_attempts,
-        timeout_seconds=timeout_seconds,
+        timeout_seconds=float(timeout_seconds),  # 30 and 30.0 are one request
         handler=handler,
         handler_params=handler_params,
+        delay_seconds=delay_seconds,
+        priority=priority,
     )
+
+
+@dataclass(frozen=True)
+class RescheduleSpec:
+    """A validated reschedule: the new due time and/or the new message."""
+
+    execute_at: datetime | None  # aware, UTC; None keeps the job's time
+    message: str | None  # None keeps the job's message
+
+
+RESCHEDULE_FIELDS = ("execute_at", "delay_seconds", "message")
+
+
+def parse_reschedule(raw: Any, *, now: datetime) -> RescheduleSpec:
+    """Validate a reschedule body: execute_at or delay_seconds, and/or message."""
+    if not isinstance(raw, dict) or not any(
+        raw.get(name) is not None for name in RESCHEDULE_FIELDS
+    ):
+        raise SpecErrors(
+            {"non_field_errors": ["Give execute_at or delay_seconds, and/or message."]}
+        )
+    errors: FieldErrors = {}
+    for name in sorted(set(raw) - set(RESCHEDULE_FIELDS)):
+        errors[name] = ["Only execute_at (or delay_seconds) and message can be changed."]
+    execute_at = None
+    if raw.get("execute_at") is not None or raw.get("delay_seconds") is not None:
+        execute_at, _ = _check_due(raw, errors, now=now)
+    message = None
+    if raw.get("message") is not None:
+        message = _check_message(raw["message"], errors)
+    if errors:
+        raise SpecErrors(errors)
+    return RescheduleSpec(execute_at=execute_at, message=message)
 
 
 def parse_job_specs(raw: Any, *, now: datetime) -> list[JobSpec]:
@@ -140,14 +189,34 @@ def _check_number(raw: dict, name: str, errors: FieldErrors, *, default, low, hi
         errors[name] = ["Must be a whole number." if integer else "Must be a number."]
         return default
     if not low <= value <= high:
-        errors[name] = [f"Must be between {low:g} and {high:g}."]
+        errors[name] = [f"Must be between {_plain(low)} and {_plain(high)}."]
         return default
     return value
 
 
+def _plain(number: float) -> str:
+    """A bound as people write it: 31536000, not 3.1536e+07; 0.001 stays 0.001."""
+    return str(int(number)) if float(number).is_integer() else f"{number:g}"
+
+
+def _check_due(raw: dict, errors: FieldErrors, *, now: datetime) -> tuple[datetime, float | None]:
+    """execute_at, or delay_seconds from now: exactly one of the two."""
+    execute_at, delay = raw.get("execute_at"), raw.get("delay_seconds")
+    if execute_at is not None and delay is not None:
+        errors["delay_seconds"] = ["Give execute_at or delay_seconds, not both."]
+        return now, None
+    if delay is None:
+        return _check_execute_at(execute_at, errors, now=now), None
+    horizon_seconds = settings.MAX_SCHEDULE_HORIZON.total_seconds()
+    delay = _check_number(
+        raw, "delay_seconds", errors, default=0.0, low=0, high=horizon_seconds, integer=False
+    )
+    return now + timedelta(seconds=delay), float(delay)
+
+
 def _check_execute_at(value: Any, errors: FieldErrors, *, now: datetime) -> datetime:
     if value is _MISSING or value is None:
-        errors["execute_at"] = ["This field is required."]
+        errors["execute_at"] = ["This field is required (or give delay_seconds instead)."]
         return now
     parsed = parse_aware_datetime(value)
     if isinstance(parsed, str):

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from django.db import connections
 from psycopg.types.json import Jsonb
 
-from jobsvc.jobs.models import Job, JobStatus
+from jobsvc.jobs.models import PRIORITY_DEFAULT, Job, JobStatus
 from jobsvc.jobs.specs import JobSpec
 
 
@@ -40,6 +40,7 @@ class JobRow(NamedTuple):
     dispatched_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    priority: int = PRIORITY_DEFAULT
 
 
 JOB_COLUMNS = JobRow._fields
@@ -67,6 +68,24 @@ _READ_IDEMPOTENCY_KEY = """
 """
 
 
+# A user's unfinished jobs on this shard, each part stopping at %(stop_at)s rows: the
+# scheduled ones through the due index (jobs_due_by_user_idx leads with user_id, and its
+# predicate is status = 'scheduled'), the queued and running ones through the in-flight
+# index (small: the scheduler caps what is in flight per shard). Neither reads the
+# user's finished jobs, however many the retention keeps.
+_COUNT_UNFINISHED = f"""
+    SELECT (SELECT count(*) FROM (SELECT 1 FROM jobs
+                                   WHERE status = '{JobStatus.SCHEDULED.value}'
+                                     AND user_id = %(user_id)s
+                                   LIMIT %(stop_at)s) AS scheduled)
+         + (SELECT count(*) FROM (SELECT 1 FROM jobs
+                                   WHERE status IN ('{JobStatus.QUEUED.value}',
+                                                    '{JobStatus.RUNNING.value}')
+                                     AND user_id = %(user_id)s
+                                   LIMIT %(stop_at)s) AS in_flight)
+"""
+
+
 def new_job_row(
     *, job_id: str, user_id: int, spec: JobSpec, shard_id: int, now: datetime
 ) -> JobRow:
@@ -87,6 +106,7 @@ def new_job_row(
         attempt_errors=[],
         created_at=now,
         updated_at=now,
+        priority=spec.priority,
     )
 
 
@@ -150,3 +170,10 @@ def read_idempotency_key(alias: str, *, user_id: int, key: str) -> tuple[str, li
 def jobs_by_ids(alias: str, job_ids: list[str]) -> list[Job]:
     by_id = Job.objects.using(alias).in_bulk(job_ids)
     return [by_id[job_id] for job_id in job_ids if job_id in by_id]
+
+
+def count_unfinished(alias: str, *, user_id: int, stop_at: int) -> int:
+    """The user's scheduled, queued and running jobs on this shard (each kind up to stop_at)."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute(_COUNT_UNFINISHED, {"user_id": user_id, "stop_at": stop_at})
+        return cursor.fetchone()[0]

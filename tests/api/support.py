@@ -19,6 +19,9 @@ USERS_URL = "/api/v1/users"
 LOGIN_URL = "/api/v1/auth/login"
 REFRESH_URL = "/api/v1/auth/refresh"
 JOBS_URL = "/api/v1/me/jobs"
+BULK_CANCEL_URL = f"{JOBS_URL}/cancel"
+RETRY_MANY_URL = f"{JOBS_URL}/retry"
+REDRIVE_URL = "/api/v1/jobs/redrive"
 JOB_CONTRACT_FIELDS = {"id", "user_id", "message", "status", "execute_at", "shard_id"}
 
 
@@ -28,6 +31,14 @@ def job_url(job_id: str) -> str:
 
 def cancel_url(job_id: str) -> str:
     return f"{JOBS_URL}/{job_id}/cancel"
+
+
+def reschedule_url(job_id: str) -> str:
+    return f"{JOBS_URL}/{job_id}/reschedule"
+
+
+def retry_url(job_id: str) -> str:
+    return f"{JOBS_URL}/{job_id}/retry"
 
 
 def job_body(message: str = "hello", **due_in: float) -> dict[str, str]:

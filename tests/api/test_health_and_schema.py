@@ -26,6 +26,11 @@ API_PATHS = {
     "/api/v1/me/jobs",
     "/api/v1/me/jobs/{job_id}",
     "/api/v1/me/jobs/{job_id}/cancel",
+    "/api/v1/me/jobs/cancel",
+    "/api/v1/me/jobs/{job_id}/reschedule",
+    "/api/v1/me/jobs/{job_id}/retry",
+    "/api/v1/me/jobs/retry",
+    "/api/v1/jobs/redrive",
 }
 
 

@@ -7,9 +7,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobsvc.sharding.shards import shard_count
+from jobsvc.jobs.models import Job
+from jobsvc.sharding.ids import shard_of
+from jobsvc.sharding.shards import shard_alias, shard_count
 from tests.api.support import (
+    BULK_CANCEL_URL,
     JOBS_URL,
+    REDRIVE_URL,
+    RETRY_MANY_URL,
     cancel_url,
     create_job,
     create_jobs,
@@ -20,6 +25,8 @@ from tests.api.support import (
     job_url,
     jobs_of,
     post_jobs,
+    reschedule_url,
+    retry_url,
     stored_job,
 )
 
@@ -104,3 +111,62 @@ def test_another_users_jobs_are_untouched_by_the_callers_writes(user_client, oth
     create_jobs(user_client, [job_body(), job_body()])
 
     assert {job.id: (job.status, job.updated_at) for job in jobs_of(other_user.pk)} == before
+
+
+def _untouched(other_user_id: int):
+    return {job.id: (job.status, job.updated_at) for job in jobs_of(other_user_id)}
+
+
+def test_a_bulk_cancel_never_touches_another_users_jobs(user_client, other_user, theirs):
+    before = _untouched(other_user.pk)
+
+    response = user_client.post(BULK_CANCEL_URL, {"status": ["scheduled", "queued"]}, format="json")
+
+    assert response.json()["data"] == {"cancelled": 0}
+    assert _untouched(other_user.pk) == before
+
+
+def test_a_reschedule_of_another_users_job_is_not_found_and_changes_nothing(
+    user_client, other_user, theirs
+):
+    before = _untouched(other_user.pk)
+    body = {"message": "hijacked", "delay_seconds": 1}
+
+    for job_id in theirs:
+        response = user_client.post(reschedule_url(job_id), body, format="json")
+        error = error_of(response, 404, "job_not_found")
+        assert "not yours" not in error["message"]
+
+    assert _untouched(other_user.pk) == before
+
+
+def test_a_retry_of_another_users_job_is_not_found_and_changes_nothing(
+    user_client, other_user, theirs
+):
+    Job.objects.using(shard_alias(shard_of(theirs[0]))).filter(pk=theirs[0]).update(status="failed")
+    before = _untouched(other_user.pk)
+
+    for job_id in theirs:
+        error_of(user_client.post(retry_url(job_id)), 404, "job_not_found")
+
+    assert _untouched(other_user.pk) == before
+
+
+def test_a_bulk_retry_never_touches_another_users_jobs(user_client, other_user, theirs):
+    Job.objects.using(shard_alias(shard_of(theirs[0]))).filter(pk=theirs[0]).update(status="failed")
+    before = _untouched(other_user.pk)
+
+    response = user_client.post(RETRY_MANY_URL, {"status": ["failed"]}, format="json")
+
+    assert response.json()["data"] == {"retried": 0}
+    assert _untouched(other_user.pk) == before
+
+
+def test_the_redrive_of_every_user_is_refused_to_a_user(user_client, other_user, theirs):
+    Job.objects.using(shard_alias(shard_of(theirs[0]))).filter(pk=theirs[0]).update(status="failed")
+    before = _untouched(other_user.pk)
+
+    response = user_client.post(REDRIVE_URL, {"user_id": other_user.pk}, format="json")
+
+    error_of(response, 403, "staff_only")
+    assert _untouched(other_user.pk) == before

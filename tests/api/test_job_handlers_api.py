@@ -167,11 +167,25 @@ def test_an_allowed_host_at_an_internal_address_is_refused_by_default(
         {},
         {"url": "ftp://127.0.0.1/x"},
         {"url": "http://user:secret@127.0.0.1/x"},
-        {"url": RECEIVER, "method": "PUT"},
+        {"url": RECEIVER, "verb": "PUT"},
+        {"url": RECEIVER, "method": "GET"},
+        {"url": RECEIVER, "headers": {"Host": "elsewhere"}},
+        {"url": RECEIVER, "headers": {"X-A": "a\r\nX-B: b"}},
         "http://127.0.0.1/x",
         ["http://127.0.0.1/x"],
     ],
-    ids=["missing", "no-url", "scheme", "credentials", "extra-parameter", "string", "list"],
+    ids=[
+        "missing",
+        "no-url",
+        "scheme",
+        "credentials",
+        "extra-parameter",
+        "method",
+        "reserved-header",
+        "header-injection",
+        "string",
+        "list",
+    ],
 )
 def test_bad_http_parameters_are_refused_naming_handler_params(user_client, params):
     response = post_jobs(user_client, with_handler("http", params))
@@ -262,3 +276,33 @@ def test_a_failed_job_shows_its_attempts_and_last_error(user_client):
     assert (job["status"], job["attempts"], job["max_attempts"]) == ("failed", 2, 2)
     assert job["last_error"] == "PermanentError: 404"
     assert job["attempt_errors"] == errors
+
+
+# --- idempotency ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"handler": "kafka", "handler_params": {"topic": USER_TOPIC}},
+        {"handler_params": {"url": RECEIVER + "/other"}},
+    ],
+    ids=["handler", "handler_params"],
+)
+def test_a_retry_with_another_handler_is_a_conflict(user_client, user, change):
+    body = with_handler("http", {"url": RECEIVER})
+    create_job(user_client, body, key="handler-retry")
+
+    response = post_jobs(user_client, body | change, key="handler-retry")
+
+    error_of(response, 409, "idempotency_key_reused")
+    assert job_count(user.pk) == 1
+
+
+def test_an_http_job_keeps_its_method_and_headers(user_client):
+    params = {"url": RECEIVER, "method": "PATCH", "headers": {"Authorization": "Bearer t"}}
+
+    created = create_job(user_client, with_handler("http", params))
+
+    assert created["handler_params"] == params
+    assert stored_job(created["id"]).handler_params == params

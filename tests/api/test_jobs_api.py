@@ -452,8 +452,10 @@ def test_a_retry_naming_the_same_instant_in_another_zone_is_the_same_request(use
         lambda body: body | {"message": body["message"] + "!"},
         lambda body: body | {"execute_at": later(body["execute_at"], seconds=1)},
         lambda body: [body],
+        lambda body: body | {"max_attempts": 7},
+        lambda body: body | {"timeout_seconds": 5},
     ],
-    ids=["message", "execute_at", "as-bulk"],
+    ids=["message", "execute_at", "as-bulk", "max_attempts", "timeout_seconds"],
 )
 def test_the_same_key_with_a_different_request_is_a_conflict(user_client, user, change):
     body = job_body()
@@ -461,6 +463,21 @@ def test_the_same_key_with_a_different_request_is_a_conflict(user_client, user, 
 
     error_of(post_jobs(user_client, change(body), key="reused"), 409, "idempotency_key_reused")
 
+    assert job_count(user.pk) == 1
+
+
+def test_a_retry_writing_out_the_defaults_is_the_same_request(user_client, user, settings):
+    body = job_body()
+    first = create_job(user_client, body, key="defaults")
+
+    spelled_out = body | {
+        "max_attempts": settings.JOB_DEFAULT_MAX_ATTEMPTS,
+        "timeout_seconds": int(settings.JOB_DEFAULT_TIMEOUT_SECONDS),
+    }
+    retry = post_jobs(user_client, spelled_out, key="defaults")
+
+    assert retry.status_code == 200
+    assert retry.json()["data"]["id"] == first["id"]
     assert job_count(user.pk) == 1
 
 

@@ -288,3 +288,78 @@ def test_a_wrong_method_is_a_405_envelope(user_client, method, url):
 
     error_of(response, 405, "method_not_allowed")
     assert method.upper() not in response["Allow"]
+
+
+# --- the lifecycle endpoints ----------------------------------------------------------------
+
+lifecycle_keys = st.sampled_from(
+    [
+        "status",
+        "execute_at",
+        "execute_at_from",
+        "execute_at_to",
+        "handler",
+        "delay_seconds",
+        "message",
+        "extra_attempts",
+        "priority",
+        "user_id",
+    ]
+)
+lifecycle_bodies = json_values | st.dictionaries(lifecycle_keys, json_values, max_size=4)
+_fuzz = hypothesis_settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@_fuzz
+@given(body=lifecycle_bodies)
+def test_any_json_bulk_body_gets_200_or_a_400_envelope(user_client, body):
+    raw = json.dumps(body, allow_nan=False)
+    for url in (f"{JOBS_URL}/cancel", f"{JOBS_URL}/retry"):
+        response = post_raw(user_client, url, raw)
+        if response.status_code != 200:
+            error_of(response, 400)
+
+
+@_fuzz
+@given(body=lifecycle_bodies)
+def test_any_json_reschedule_or_retry_body_gets_200_or_a_4xx_envelope(user_client, body):
+    job_id = create_job(user_client)["id"]
+    raw = json.dumps(body, allow_nan=False)
+    for action in ("reschedule", "retry"):
+        response = post_raw(user_client, f"{JOBS_URL}/{job_id}/{action}", raw)
+        if response.status_code != 200:
+            assert response.status_code in (400, 409), response.content
+            error_of(response, response.status_code)
+
+
+@_fuzz
+@given(body=lifecycle_bodies)
+def test_any_json_redrive_body_gets_200_or_a_400_envelope(staff_client, body):
+    response = post_raw(staff_client, "/api/v1/jobs/redrive", json.dumps(body, allow_nan=False))
+
+    if response.status_code != 200:
+        error_of(response, 400)
+
+
+@_fuzz
+@given(
+    extra=st.dictionaries(
+        st.sampled_from(["delay_seconds", "priority", "max_attempts", "timeout_seconds"]),
+        json_values,
+        max_size=3,
+    )
+)
+def test_any_json_create_option_gets_201_or_a_400_envelope(user_client, extra):
+    body = {"message": "m"} | extra if "delay_seconds" in extra else job_body() | extra
+    response = post_raw(user_client, JOBS_URL, json.dumps(body, allow_nan=False))
+
+    if response.status_code != 201:
+        error_of(response, 400)
+
+
+@pytest.mark.parametrize("url", [f"{JOBS_URL}/cancel", f"{JOBS_URL}/retry"])
+@pytest.mark.parametrize("raw", ["{", "not json", b"\xff\xfe\x00", "[" * 100_000])
+def test_a_bulk_body_that_is_not_json_is_a_400(user_client, url, raw):
+    error_of(post_raw(user_client, url, raw), 400)

@@ -126,10 +126,10 @@ def test_the_url_is_required_and_must_be_a_string(handler, params):
     assert "url is required" in refusal(handler, params)
 
 
-def test_parameters_other_than_url_are_refused_by_name(handler):
-    message = refusal(handler, {"url": "https://hooks.example.com/", "headers": {}})
+def test_parameters_other_than_url_method_and_headers_are_refused_by_name(handler):
+    message = refusal(handler, {"url": "https://hooks.example.com/", "verb": "PUT"})
 
-    assert "headers" in message
+    assert "verb" in message
 
 
 @pytest.mark.parametrize("params", [None, [], "https://hooks.example.com/"])

@@ -1,0 +1,248 @@
+"""The http handler's options against a real HTTP server: method, custom headers, and what
+a failed answer leaves on the attempt (its status and an excerpt of its body)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from jobsvc.handlers.base import JobContext
+from jobsvc.handlers.errors import InvalidHandlerParams, PermanentError, RetryableError
+from jobsvc.handlers.http import MAX_BODY_EXCERPT_BYTES, HttpHandler
+from jobsvc.handlers.signing import verify
+
+SECRET = b"test-secret-of-at-least-32-bytes!!"
+NOW = 1_767_225_600
+
+
+@dataclass(frozen=True)
+class Received:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Responder)
+        self.received: list[Received] = []
+        self.answers: dict[str, tuple[int, bytes]] = {}  # path -> (status, body)
+
+
+class _Responder(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def _any(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.server.received.append(Received(self.command, self.path, dict(self.headers), body))
+        status, answer = self.server.answers.get(self.path, (200, b""))
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    do_POST = do_PUT = do_PATCH = _any
+
+    def log_message(self, format, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    server = _Server()
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.fixture
+def handler() -> HttpHandler:
+    return HttpHandler(
+        secret=SECRET,
+        allowed_hosts=["127.0.0.1"],
+        allow_private_addresses=True,
+        wall_clock=lambda: NOW,
+    )
+
+
+def url(server: _Server, path: str = "/hook") -> str:
+    return f"http://127.0.0.1:{server.server_address[1]}{path}"
+
+
+def run(handler: HttpHandler, params: dict) -> None:
+    stored = handler.validate_params(params)
+    handler.handle(
+        JobContext(job_id="job1", user_id=7, shard_id=0, attempt=1, message="m", params=stored)
+    )
+
+
+# --- method -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "put"])
+def test_the_job_is_sent_with_the_method_it_names(handler, server, method):
+    run(handler, {"url": url(server), "method": method})
+
+    [received] = server.received
+    assert received.method == method.upper()
+    assert verify(
+        secret=SECRET,
+        timestamp=received.headers["X-Jobsvc-Timestamp"],
+        signature=received.headers["X-Jobsvc-Signature"],
+        body=received.body,
+        now=NOW,
+    )
+
+
+def test_without_a_method_it_is_post_and_params_stay_as_they_were(handler, server):
+    assert handler.validate_params({"url": url(server)}) == {"url": url(server)}
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE", "", 1, None, "POST "])
+def test_another_method_is_refused(handler, server, method):
+    with pytest.raises(InvalidHandlerParams, match="method"):
+        handler.validate_params({"url": url(server), "method": method})
+
+
+# --- headers ----------------------------------------------------------------------------
+
+
+def test_custom_headers_are_sent(handler, server):
+    headers = {"Authorization": "Bearer abc", "X-Tenant": "blue"}
+
+    run(handler, {"url": url(server), "headers": headers})
+
+    [received] = server.received
+    assert received.headers["Authorization"] == "Bearer abc"
+    assert received.headers["X-Tenant"] == "blue"
+
+
+def test_stored_headers_are_what_was_given(handler, server):
+    params = {"url": url(server), "method": "PATCH", "headers": {"X-A": "1"}}
+
+    assert handler.validate_params(params) == params
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Host",
+        "content-length",
+        "Content-Type",
+        "Transfer-Encoding",
+        "Connection",
+        "Keep-Alive",
+        "Upgrade",
+        "TE",
+        "Trailer",
+        "Proxy-Authorization",
+        "Expect",
+        "Idempotency-Key",
+        "X-Jobsvc-Signature",
+        "x-jobsvc-timestamp",
+        "X-Jobsvc-Anything",
+        "User-Agent",
+    ],
+)
+def test_a_header_the_handler_or_http_owns_is_refused(handler, server, name):
+    with pytest.raises(InvalidHandlerParams, match="headers"):
+        handler.validate_params({"url": url(server), "headers": {name: "x"}})
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Bad Name": "x"},
+        {"X-A": "line\r\nX-Injected: 1"},
+        {"X-A": "\x00"},
+        {"X-A": 5},
+        {"": "x"},
+        {"X-A": "é"},
+        {"X-A": "v" * 2049},
+        {f"X-{n}": "v" for n in range(21)},
+        ["X-A", "v"],
+        "X-A: v",
+    ],
+    ids=[
+        "space-in-name",
+        "crlf",
+        "nul",
+        "not-a-string",
+        "empty-name",
+        "non-ascii",
+        "too-long",
+        "too-many",
+        "list",
+        "string",
+    ],
+)
+def test_an_unusable_header_is_refused(handler, server, headers):
+    with pytest.raises(InvalidHandlerParams, match="headers"):
+        handler.validate_params({"url": url(server), "headers": headers})
+
+
+def test_an_unknown_parameter_is_still_refused(handler, server):
+    with pytest.raises(InvalidHandlerParams, match="Unknown parameter"):
+        handler.validate_params({"url": url(server), "verb": "PUT"})
+
+
+# --- what a failure records -------------------------------------------------------------
+
+
+def test_a_failed_answer_records_its_status_and_body(handler, server):
+    server.answers["/hook"] = (422, b'{"error": "customer 17 does not exist"}')
+
+    with pytest.raises(PermanentError) as failed:
+        run(handler, {"url": url(server)})
+
+    message = str(failed.value)
+    assert "422" in message
+    assert "customer 17 does not exist" in message
+
+
+def test_a_retryable_answer_records_its_body_too(handler, server):
+    server.answers["/hook"] = (503, b"maintenance until 10:00")
+
+    with pytest.raises(RetryableError, match="maintenance until 10:00"):
+        run(handler, {"url": url(server)})
+
+
+def test_only_a_bounded_excerpt_of_a_long_body_is_kept(handler, server):
+    server.answers["/hook"] = (500, b"A" * 100_000)
+
+    with pytest.raises(RetryableError) as failed:
+        run(handler, {"url": url(server)})
+
+    message = str(failed.value)
+    assert message.count("A") <= MAX_BODY_EXCERPT_BYTES
+    assert "…" in message
+
+
+def test_control_characters_of_a_body_are_not_recorded(handler, server):
+    server.answers["/hook"] = (400, b"bad\r\n\x00\x1b[31mred\xff")
+
+    with pytest.raises(PermanentError) as failed:
+        run(handler, {"url": url(server)})
+
+    message = str(failed.value)
+    assert "\x00" not in message and "\x1b" not in message and "\r" not in message
+    assert "bad" in message and "red" in message
+
+
+def test_a_success_reads_no_body(handler, server):
+    server.answers["/hook"] = (200, b"fine")
+
+    run(handler, {"url": url(server)})

@@ -1,0 +1,202 @@
+"""CreateLimiter: the per-process create-rate bucket and the cached unfinished-jobs count."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobsvc import errors
+from jobsvc.jobs.limits import CreateLimiter, UserLimits
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Counts:
+    """The unfinished jobs the shards hold per user, and how often they were counted."""
+
+    def __init__(self) -> None:
+        self.stored: dict[int, int] = {}
+        self.calls = 0
+
+    def __call__(self, user_id: int, stop_at: int) -> int:
+        self.calls += 1
+        return min(self.stored.get(user_id, 0), stop_at)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def counts() -> Counts:
+    return Counts()
+
+
+def limiter(clock, counts, *, refresh=5.0, burst_seconds=10.0, min_burst=1) -> CreateLimiter:
+    return CreateLimiter(
+        count_unfinished=counts,
+        refresh_seconds=refresh,
+        burst_seconds=burst_seconds,
+        min_burst=min_burst,
+        clock=clock,
+    )
+
+
+RATE_ONLY = UserLimits(max_unfinished=0, create_rate=2.0)
+CAP_ONLY = UserLimits(max_unfinished=10, create_rate=0)
+
+
+def test_a_new_user_may_spend_a_full_bucket_at_once(clock, counts):
+    limits = limiter(clock, counts)  # 2 jobs/s for 10 s: 20 jobs
+
+    limits.admit(user_id=1, limits=RATE_ONLY, jobs=20)
+
+    with pytest.raises(errors.CreateRateLimited) as refused:
+        limits.admit(user_id=1, limits=RATE_ONLY, jobs=1)
+    assert refused.value.retry_after == 1
+    assert "Create-rate limit" in refused.value.message
+
+
+def test_the_bucket_refills_at_the_rate(clock, counts):
+    limits = limiter(clock, counts)
+    limits.admit(user_id=1, limits=RATE_ONLY, jobs=20)
+
+    clock.now += 3  # 6 tokens
+
+    limits.admit(user_id=1, limits=RATE_ONLY, jobs=6)
+    with pytest.raises(errors.CreateRateLimited):
+        limits.admit(user_id=1, limits=RATE_ONLY, jobs=1)
+
+
+def test_retry_after_says_when_the_request_would_fit(clock, counts):
+    limits = limiter(clock, counts)
+    limits.admit(user_id=1, limits=RATE_ONLY, jobs=20)
+
+    with pytest.raises(errors.CreateRateLimited) as refused:
+        limits.admit(user_id=1, limits=RATE_ONLY, jobs=7)
+
+    assert refused.value.retry_after == 4  # 7 jobs at 2 a second
+
+
+def test_a_refused_request_takes_nothing(clock, counts):
+    limits = limiter(clock, counts)
+    limits.admit(user_id=1, limits=RATE_ONLY, jobs=15)
+    with pytest.raises(errors.CreateRateLimited):
+        limits.admit(user_id=1, limits=RATE_ONLY, jobs=6)
+
+    limits.admit(user_id=1, limits=RATE_ONLY, jobs=5)
+
+
+def test_a_full_bulk_always_fits_the_bucket(clock, counts):
+    limits = limiter(clock, counts, min_burst=1000)
+
+    limits.admit(user_id=1, limits=RATE_ONLY, jobs=1000)
+
+
+def test_users_have_their_own_buckets(clock, counts):
+    limits = limiter(clock, counts)
+    limits.admit(user_id=1, limits=RATE_ONLY, jobs=20)
+
+    limits.admit(user_id=2, limits=RATE_ONLY, jobs=20)
+
+
+def test_a_rate_of_zero_is_no_limit(clock, counts):
+    limits = limiter(clock, counts)
+    off = UserLimits(max_unfinished=0, create_rate=0)
+
+    for _ in range(100):
+        limits.admit(user_id=1, limits=off, jobs=1000)
+
+    assert counts.calls == 0
+
+
+def test_the_unfinished_cap_counts_what_the_shards_hold_and_what_this_process_adds(clock, counts):
+    counts.stored[1] = 7
+    limits = limiter(clock, counts)
+
+    limits.admit(user_id=1, limits=CAP_ONLY, jobs=2)
+    limits.admit(user_id=1, limits=CAP_ONLY, jobs=1)
+    with pytest.raises(errors.UnfinishedJobsLimited) as refused:
+        limits.admit(user_id=1, limits=CAP_ONLY, jobs=1)
+
+    assert "at most 10" in refused.value.message
+    assert refused.value.retry_after == 5
+    assert counts.calls == 1
+
+
+def test_the_count_is_read_again_after_the_refresh_interval(clock, counts):
+    counts.stored[1] = 10
+    limits = limiter(clock, counts)
+    with pytest.raises(errors.UnfinishedJobsLimited):
+        limits.admit(user_id=1, limits=CAP_ONLY, jobs=1)
+
+    counts.stored[1] = 4  # six finished
+    clock.now += 5
+
+    limits.admit(user_id=1, limits=CAP_ONLY, jobs=6)
+    assert counts.calls == 2
+
+
+def test_counting_stops_just_past_the_cap(clock, counts):
+    counts.stored[1] = 1_000_000
+    seen = []
+    limits = CreateLimiter(
+        count_unfinished=lambda user_id, stop_at: seen.append(stop_at) or stop_at,
+        refresh_seconds=5,
+        burst_seconds=10,
+        min_burst=1,
+        clock=clock,
+    )
+
+    with pytest.raises(errors.UnfinishedJobsLimited):
+        limits.admit(user_id=1, limits=CAP_ONLY, jobs=1)
+
+    assert seen == [11]
+
+
+def test_a_changed_cap_counts_again(clock, counts):
+    counts.stored[1] = 10
+    limits = limiter(clock, counts)
+    with pytest.raises(errors.UnfinishedJobsLimited):
+        limits.admit(user_id=1, limits=CAP_ONLY, jobs=1)
+
+    limits.admit(user_id=1, limits=UserLimits(max_unfinished=20, create_rate=0), jobs=10)
+
+    assert counts.calls == 2
+
+
+def test_a_job_refused_for_its_rate_does_not_count_as_unfinished(clock, counts):
+    limits = limiter(clock, counts)
+    both = UserLimits(max_unfinished=25, create_rate=2.0)
+    limits.admit(user_id=1, limits=both, jobs=20)
+    with pytest.raises(errors.CreateRateLimited):
+        limits.admit(user_id=1, limits=both, jobs=5)
+
+    clock.now += 2.5  # 5 tokens; the count (20) is still fresh
+
+    limits.admit(user_id=1, limits=both, jobs=5)
+
+
+def test_a_slow_count_is_reused_for_longer(clock, counts):
+    def slow_count(user_id: int, stop_at: int) -> int:
+        clock.now += 1.0  # a count that takes a second
+        return counts(user_id, stop_at)
+
+    limits = CreateLimiter(
+        count_unfinished=slow_count, refresh_seconds=5, burst_seconds=10, min_burst=1, clock=clock
+    )
+    limits.admit(user_id=1, limits=CAP_ONLY, jobs=1)
+
+    clock.now += 10  # past the refresh interval, within 20 x the count's time
+    limits.admit(user_id=1, limits=CAP_ONLY, jobs=1)
+    assert counts.calls == 1
+
+    clock.now += 10
+    limits.admit(user_id=1, limits=CAP_ONLY, jobs=1)
+    assert counts.calls == 2
