@@ -41,7 +41,7 @@ from executor_worker.claims import Attempt, ClaimStore, Outcome
 from executor_worker.consumer import JobConsumer, Received
 from executor_worker.runner import AttemptRunner
 from jobsvc.handlers.errors import HandlerTimeout
-from jobsvc.messaging.dead_letter import DeadLetter
+from jobsvc.messaging.dead_letter import DeadLetter, dead_letters_publish
 from jobsvc.messaging.job_message import JobMessage, MalformedJobMessage
 from jobsvc.messaging.producer import BatchProducer
 from jobsvc.sharding.shards import UnknownShard, shard_alias
@@ -320,15 +320,12 @@ class ExecutorWorker:
             raise error
 
     def _dead_letter(self, failures: list[Outcome]) -> bool:
-        if not failures:
-            return True
-        messages = [(o.attempt.job_id.encode(), _dead_letter(o).encode()) for o in failures]
-        unacknowledged = self.producer.publish(
-            self.config.dead_letter_topic, messages, timeout=self.config.publish_timeout
+        return dead_letters_publish(
+            producer=self.producer,
+            topic=self.config.dead_letter_topic,
+            letters=[_dead_letter(o) for o in failures],
+            timeout=self.config.publish_timeout,
         )
-        if not unacknowledged:
-            metrics.JOBS_DEAD_LETTERED.inc(len(failures))
-        return not unacknowledged
 
     def _store(self, shard_id: int) -> ClaimStore:
         store = self._stores.get(shard_id)
