@@ -13,6 +13,13 @@ ahead means the broker served a later batch before an earlier one was readable (
 local broker, does this when two producers append to a partition at once). The consumer
 then seeks back and reads the hole again, up to ``HOLE_REREADS`` times, before it accepts
 the hole; without this, the skipped jobs would wait for the scheduler's sweeper.
+
+Memory stays bounded whatever happens downstream: a partition whose uncommitted messages
+(received, but behind one not yet handled: a long job, a shard that cannot be reached)
+reach ``max_uncommitted`` is paused, and resumed once half of them are committed. The
+worker pauses every partition while it holds as many attempts as it may
+(``pause_all``). At-least-once forbids committing past an unhandled message, so this is
+the only bound there can be: the executor stops reading rather than remember more.
 """
 
 from __future__ import annotations
@@ -109,10 +116,12 @@ class JobConsumer:
         group_id: str,
         topic: str,
         client_id: str,
+        max_uncommitted: int,
         session_timeout_ms: int = 6000,
         max_poll_interval_ms: int = 30000,
     ) -> None:
         self.topic = topic
+        self.max_uncommitted = max_uncommitted
         self._consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -132,10 +141,13 @@ class JobConsumer:
         self._progress: dict[int, _PartitionProgress] = {}
         self._order: dict[int, _PartitionOrder] = {}
         self._lock = threading.Lock()
-        self._paused = False
+        self._pause_all = False
+        self._full: set[int] = set()  # partitions at max_uncommitted
+        self._paused: set[int] = set()  # partitions paused in the client now
         self._consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
 
     def poll_batch(self, *, max_messages: int, timeout: float) -> list[Received]:
+        self._apply_pauses()
         batch: list[Received] = []
         rereading: set[int] = set()  # partitions sought back: their later messages come again
         for message in self._fetch(max_messages, timeout):
@@ -214,15 +226,42 @@ class JobConsumer:
             logger.debug("lag unavailable: %s", exc)
         return lags
 
-    def pause(self) -> None:
-        if not self._paused:
-            self._consumer.pause(self._consumer.assignment())
-            self._paused = True
+    def pause_all(self, paused: bool) -> None:
+        """Stop (or go on) reading every partition, from the next poll."""
+        self._pause_all = paused
 
-    def resume(self) -> None:
-        if self._paused:
-            self._consumer.resume(self._consumer.assignment())
-            self._paused = False
+    def uncommitted(self) -> int:
+        """Messages received and not committable yet, over every partition."""
+        with self._lock:
+            return sum(len(progress.outstanding) for progress in self._progress.values())
+
+    def _apply_pauses(self) -> None:
+        """Pause the partitions that must not be read now; resume the others."""
+        with self._lock:
+            for partition, progress in self._progress.items():
+                held = len(progress.outstanding)
+                if held >= self.max_uncommitted and partition not in self._full:
+                    logger.warning(
+                        "partition %s: %d messages not committable yet; pausing it",
+                        partition,
+                        held,
+                    )
+                    self._full.add(partition)
+                elif held <= self.max_uncommitted // 2 and partition in self._full:
+                    logger.info("partition %s: resuming (%d not committable)", partition, held)
+                    self._full.discard(partition)
+            full = set(self._full)
+        if not self._pause_all and not full and not self._paused:
+            return
+        assigned = {p.partition for p in self._consumer.assignment()}
+        wanted = assigned if self._pause_all else full & assigned
+        if wanted != self._paused:
+            resume, pause = self._paused - wanted, wanted - self._paused
+            if resume:
+                self._consumer.resume([TopicPartition(self.topic, p) for p in resume])
+            if pause:
+                self._consumer.pause([TopicPartition(self.topic, p) for p in pause])
+            self._paused = wanted
 
     def commit(self) -> None:
         try:
@@ -237,7 +276,7 @@ class JobConsumer:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         logger.info("assigned partitions %s", [p.partition for p in partitions])
-        self._paused = False
+        self._paused = set()  # an assignment starts unpaused; the next poll pauses again
         for partition in partitions:  # reading starts again at the committed offset
             self._order.pop(partition.partition, None)
 
@@ -248,3 +287,5 @@ class JobConsumer:
             for partition in partitions:
                 self._progress.pop(partition.partition, None)
                 self._order.pop(partition.partition, None)
+                self._full.discard(partition.partition)
+        self._paused -= {p.partition for p in partitions}
