@@ -192,3 +192,59 @@ def test_jobs_waiting_for_a_handler_thread_do_not_time_out_waiting(
     assert [status(j) for j in patient] == ["succeeded", "succeeded"]
     assert {job(j).attempts for j in patient} == {1}
     assert [len(receiver.of(j)) for j in patient] == [1, 1]
+
+
+MAX_UNCOMMITTED = 40  # the executor's limit per partition in the test below
+BATCH_SIZE = 10  # messages per poll: what it may read past the limit in one poll
+
+
+def test_an_executor_stops_reading_a_partition_held_up_by_an_unreachable_shard(
+    make_user, start_worker, receiver, jobs_topic
+):
+    """Memory stays bounded: at-least-once forbids committing past the held message, so
+    the executor stops reading its partition instead of remembering ever more behind it."""
+    user = make_user()
+    shard, [held, *_], others = jobs_split_by_shard(user.pk, receiver.url, each=1)
+    while len(others) < 4 * MAX_UNCOMMITTED:
+        job_id = queued_job(user.pk, receiver.url)
+        if shard_of(job_id) != shard:
+            others.append(job_id)
+
+    def others_succeeded() -> int:
+        aliases = {shard_alias(shard_of(j)) for j in others}
+        return sum(
+            Job.objects.using(alias).filter(pk__in=others, status="succeeded").count()
+            for alias in aliases
+        )
+
+    with shard_offline(shard):
+        # One key, one partition: every other message waits behind the held one.
+        jobs_topic.publish(*[(held, message(j, user.pk, attempt=1)) for j in [held, *others]])
+        executor = start_worker(
+            "executor",
+            "executor-a",
+            env={
+                "JOBSVC_EXECUTOR_MAX_UNCOMMITTED_PER_PARTITION": str(MAX_UNCOMMITTED),
+                "JOBSVC_EXECUTOR_BATCH_SIZE": str(BATCH_SIZE),
+            },
+        )
+        wait_until(
+            lambda: "pausing it" in executor.log(),
+            timeout=HANDLED_TIMEOUT,
+            what="the executor pauses the partition",
+        )
+        retries = executor.log().count(f"shard {shard}: claim failed")
+        wait_until(
+            lambda: executor.log().count(f"shard {shard}: claim failed") >= retries + 2,
+            timeout=HANDLED_TIMEOUT,
+            what="two more claims of the held message failed",
+        )
+        assert 0 < others_succeeded() <= MAX_UNCOMMITTED + BATCH_SIZE
+
+    wait_until(
+        lambda: others_succeeded() == len(others) and status(held) == "succeeded",
+        timeout=HANDLED_TIMEOUT,
+        what="every job ran once the shard is back",
+    )
+    jobs_topic.wait_until_all_handled()
+    assert receiver.count_by_job() == dict.fromkeys([held, *others], 1)
