@@ -264,8 +264,11 @@ class JobConsumer:
         return lags
 
     def pause_all(self, paused: bool) -> None:
-        """Stop (or go on) reading every partition, from the next poll."""
-        self._pause_all = paused
+        """Stop (or go on) reading every partition; at once, so that the client does not
+        fetch ahead for a worker that no longer polls (draining)."""
+        if paused != self._pause_all:
+            self._pause_all = paused
+            self._apply_pauses()
 
     def uncommitted(self) -> int:
         """Messages received and not committable yet, over every partition."""

@@ -162,6 +162,7 @@ class ExecutorWorker:
     def _drain(self, pool: ThreadPoolExecutor) -> None:
         """Finish what runs and record it; messages not claimed yet go back to the group."""
         deadline = time.monotonic() + self.config.drain_timeout
+        self.consumer.pause_all(True)
         self._to_claim.clear()
         self._for_pool.clear()
         while (self._running or self._held(self._to_record)) and time.monotonic() < deadline:
