@@ -88,7 +88,11 @@ class ClaimStore:
             cursor.execute(queries.REOPEN, params)
 
     def record(self, outcomes: Sequence[Outcome]) -> None:
-        """Write every outcome in one transaction (one commit per shard and batch)."""
+        """Write every outcome in one transaction (one commit per shard and batch).
+
+        The executor records final failures through ``fail`` instead, in the transaction
+        that publishes their dead letters.
+        """
         succeeded = [o for o in outcomes if o.succeeded]
         retried = [o for o in outcomes if not o.succeeded and o.retry_delay is not None]
         failed = [o for o in outcomes if not o.succeeded and o.retry_delay is None]
@@ -104,8 +108,21 @@ class ClaimStore:
                         "errors": [o.error for o in retried],
                     },
                 )
-            if failed:
-                cursor.execute(queries.FAIL, {**_keys(failed), "errors": [o.error for o in failed]})
+            self.fail(failed)
+
+    def fail(self, outcomes: Sequence[Outcome]) -> set[tuple[str, int]]:
+        """Mark final failures failed; return the (job_id, attempt) pairs that changed.
+
+        An attempt that is no longer running (the sweeper gave it up) changes nothing. Call
+        inside a transaction that publishes the dead letters of the returned attempts
+        before it commits (the rows stay locked meanwhile).
+        """
+        if not outcomes:
+            return set()
+        params = {**_keys(outcomes), "errors": [o.error for o in outcomes]}
+        with connections[self.alias].cursor() as cursor:
+            cursor.execute(queries.FAIL, params)
+            return {(job_id, attempt) for job_id, attempt in cursor.fetchall()}
 
     def close(self) -> None:
         connections[self.alias].close()

@@ -13,6 +13,20 @@ ahead means the broker served a later batch before an earlier one was readable (
 local broker, does this when two producers append to a partition at once). The consumer
 then seeks back and reads the hole again, up to ``HOLE_REREADS`` times, before it accepts
 the hole; without this, the skipped jobs would wait for the scheduler's sweeper.
+
+Offsets can also go back: a topic deleted and created again (or a broker that lost its
+log) starts again from 0, and the consumer, whose position is then out of range, resets
+to the new log's start. Those are new messages, not repeats: an offset below the expected
+one is a repeat only if it is at or after where the consumer last sought back for a hole
+(only a re-read delivers a message again); otherwise the partition's log is new, and its
+commit tracking starts again (the old log's offsets must never be committed into it).
+
+Memory stays bounded whatever happens downstream: a partition whose uncommitted messages
+(received, but behind one not yet handled: a long job, a shard that cannot be reached)
+reach ``max_uncommitted`` is paused, and resumed once half of them are committed. The
+worker pauses every partition while it holds as many attempts as it may
+(``pause_all``). At-least-once forbids committing past an unhandled message, so this is
+the only bound there can be: the executor stops reading rather than remember more.
 """
 
 from __future__ import annotations
@@ -40,6 +54,7 @@ class Received:
     partition: int
     offset: int
     value: bytes | None
+    log: int = 0  # which of the partition's logs it came from (see Delivery.RESET)
 
 
 class _PartitionProgress:
@@ -67,6 +82,7 @@ class Delivery(Enum):
     NEXT = "next"  # the expected offset (or the first since assignment): handle it
     REPEATED = "repeated"  # delivered before; a re-read after a seek returns it again
     HOLE = "hole"  # offsets were skipped: seek back to ``expected`` and read again
+    RESET = "reset"  # offsets went back with no re-read: a new log; handle it, count anew
 
 
 class _PartitionOrder:
@@ -74,18 +90,32 @@ class _PartitionOrder:
 
     def __init__(self, rereads: int = HOLE_REREADS) -> None:
         self.expected: int | None = None  # the offset after the last one delivered
+        # Where the last seek for a hole went: only from there may a message come again.
+        self._reread_from: int | None = None
         self._rereads = rereads
         self._hole_at: int | None = None
         self._hole_reads = 0
 
     def arrive(self, offset: int) -> Delivery:
         if self.expected is not None and offset < self.expected:
-            return Delivery.REPEATED
+            if self._reread_from is not None and offset >= self._reread_from:
+                return Delivery.REPEATED
+            logger.warning(
+                "offset %d after %d: the partition's log is new (truncated or recreated); "
+                "reading it from there",
+                offset,
+                self.expected - 1,
+            )
+            metrics.OFFSET_HOLES.labels("reset").inc()
+            self._hole_at, self._reread_from = None, None
+            self.expected = offset + 1
+            return Delivery.RESET
         if self.expected is not None and offset > self.expected:
             if self._hole_at != self.expected:
                 self._hole_at, self._hole_reads = self.expected, 0
             if self._hole_reads < self._rereads:
                 self._hole_reads += 1
+                self._reread_from = self.expected  # where the consumer seeks
                 return Delivery.HOLE
             logger.warning(
                 "offsets %d-%d never arrived after %d re-reads; going on without them",
@@ -109,10 +139,12 @@ class JobConsumer:
         group_id: str,
         topic: str,
         client_id: str,
+        max_uncommitted: int,
         session_timeout_ms: int = 6000,
         max_poll_interval_ms: int = 30000,
     ) -> None:
         self.topic = topic
+        self.max_uncommitted = max_uncommitted
         self._consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -131,11 +163,15 @@ class JobConsumer:
         )
         self._progress: dict[int, _PartitionProgress] = {}
         self._order: dict[int, _PartitionOrder] = {}
+        self._logs: dict[int, int] = {}  # per partition: how many times its log was new
         self._lock = threading.Lock()
-        self._paused = False
+        self._pause_all = False
+        self._full: set[int] = set()  # partitions at max_uncommitted
+        self._paused: set[int] = set()  # partitions paused in the client now
         self._consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
 
     def poll_batch(self, *, max_messages: int, timeout: float) -> list[Received]:
+        self._apply_pauses()
         batch: list[Received] = []
         rereading: set[int] = set()  # partitions sought back: their later messages come again
         for message in self._fetch(max_messages, timeout):
@@ -156,7 +192,10 @@ class JobConsumer:
             if delivery is Delivery.HOLE and self._seek(partition, order.expected):
                 rereading.add(partition)
                 continue
-            batch.append(Received(partition, message.offset(), message.value()))
+            if delivery is Delivery.RESET:
+                self._new_log(partition)
+            log = self._logs.get(partition, 0)
+            batch.append(Received(partition, message.offset(), message.value(), log))
         with self._lock:
             for received in batch:
                 progress = self._progress.get(received.partition)
@@ -164,6 +203,14 @@ class JobConsumer:
                     progress = self._progress[received.partition] = _PartitionProgress()
                 progress.receive(received.offset)
         return batch
+
+    def _new_log(self, partition: int) -> None:
+        """Forget the old log's offsets: its messages still held are handled, never
+        committed (their offsets mean nothing in the new log)."""
+        with self._lock:
+            self._logs[partition] = self._logs.get(partition, 0) + 1
+            self._progress.pop(partition, None)
+            self._full.discard(partition)
 
     def handled(self, *received: Received) -> None:
         """These messages' outcomes are durable: their offsets may be committed.
@@ -174,7 +221,9 @@ class JobConsumer:
         with self._lock:
             for message in received:
                 progress = self._progress.get(message.partition)
-                commit_from = progress.handle(message.offset) if progress is not None else None
+                if progress is None or message.log != self._logs.get(message.partition, 0):
+                    continue  # revoked meanwhile, or from a log that is gone
+                commit_from = progress.handle(message.offset)
                 if commit_from is not None:
                     commits[message.partition] = commit_from
         if commits:
@@ -214,15 +263,45 @@ class JobConsumer:
             logger.debug("lag unavailable: %s", exc)
         return lags
 
-    def pause(self) -> None:
-        if not self._paused:
-            self._consumer.pause(self._consumer.assignment())
-            self._paused = True
+    def pause_all(self, paused: bool) -> None:
+        """Stop (or go on) reading every partition; at once, so that the client does not
+        fetch ahead for a worker that no longer polls (draining)."""
+        if paused != self._pause_all:
+            self._pause_all = paused
+            self._apply_pauses()
 
-    def resume(self) -> None:
-        if self._paused:
-            self._consumer.resume(self._consumer.assignment())
-            self._paused = False
+    def uncommitted(self) -> int:
+        """Messages received and not committable yet, over every partition."""
+        with self._lock:
+            return sum(len(progress.outstanding) for progress in self._progress.values())
+
+    def _apply_pauses(self) -> None:
+        """Pause the partitions that must not be read now; resume the others."""
+        with self._lock:
+            for partition, progress in self._progress.items():
+                held = len(progress.outstanding)
+                if held >= self.max_uncommitted and partition not in self._full:
+                    logger.warning(
+                        "partition %s: %d messages not committable yet; pausing it",
+                        partition,
+                        held,
+                    )
+                    self._full.add(partition)
+                elif held <= self.max_uncommitted // 2 and partition in self._full:
+                    logger.info("partition %s: resuming (%d not committable)", partition, held)
+                    self._full.discard(partition)
+            full = set(self._full)
+        if not self._pause_all and not full and not self._paused:
+            return
+        assigned = {p.partition for p in self._consumer.assignment()}
+        wanted = assigned if self._pause_all else full & assigned
+        if wanted != self._paused:
+            resume, pause = self._paused - wanted, wanted - self._paused
+            if resume:
+                self._consumer.resume([TopicPartition(self.topic, p) for p in resume])
+            if pause:
+                self._consumer.pause([TopicPartition(self.topic, p) for p in pause])
+            self._paused = wanted
 
     def commit(self) -> None:
         try:
@@ -237,7 +316,7 @@ class JobConsumer:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         logger.info("assigned partitions %s", [p.partition for p in partitions])
-        self._paused = False
+        self._paused = set()  # an assignment starts unpaused; the next poll pauses again
         for partition in partitions:  # reading starts again at the committed offset
             self._order.pop(partition.partition, None)
 
@@ -248,3 +327,7 @@ class JobConsumer:
             for partition in partitions:
                 self._progress.pop(partition.partition, None)
                 self._order.pop(partition.partition, None)
+                self._full.discard(partition.partition)
+                # Messages still held from it are not ours to commit if it comes back.
+                self._logs[partition.partition] = self._logs.get(partition.partition, 0) + 1
+        self._paused -= {p.partition for p in partitions}

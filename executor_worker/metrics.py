@@ -12,7 +12,6 @@ JOBS_PROCESSED = Counter(
     "Messages handled, by outcome (dropped: duplicate, stale or cancelled)",
     ["outcome"],
 )
-JOBS_DEAD_LETTERED = Counter("jobsvc_jobs_dead_lettered", "Jobs sent to the dead-letter topic")
 JOB_LATENCY = Histogram(
     "jobsvc_job_latency_seconds",
     "Finished minus execute_at, for jobs that finished (succeeded or failed for good)",

@@ -64,6 +64,9 @@ RETRY = """
      WHERE jobs.id = d.job_id AND jobs.status = 'running' AND jobs.attempts = d.attempt
 """
 
+# Final failures: RETURNING names the attempts this statement failed, so a dead letter is
+# sent for those only (an attempt the sweeper already took back, or failed itself, is not
+# this executor's to dead-letter).
 FAIL = """
     UPDATE jobs
        SET status = 'failed', finished_at = now(), last_error = d.error, updated_at = now(),
@@ -73,4 +76,5 @@ FAIL = """
       FROM unnest(%(job_ids)s::text[], %(attempts)s::int[], %(errors)s::text[])
            AS d(job_id, attempt, error)
      WHERE jobs.id = d.job_id AND jobs.status = 'running' AND jobs.attempts = d.attempt
+ RETURNING jobs.id, jobs.attempts
 """

@@ -3,16 +3,28 @@
 One loop thread and a pool of handler threads. Each turn of the loop:
 
 1. poll up to ``batch_size`` messages; consumption pauses while ``max_in_flight``
-   attempts are running, so memory stays bounded however far the group lags;
+   attempts are held (claimed, running or being recorded) and, per partition, while
+   ``max_uncommitted`` messages wait behind one not yet handled, so memory stays bounded
+   whatever the broker and the databases do;
 2. decode them; a malformed message is logged and acknowledged, never retried forever;
 3. claim the attempts, one transaction per shard; a message whose attempt cannot be
    claimed (duplicate, stale, cancelled job) is acknowledged and dropped. Inline handlers
    (they never block) run inside that transaction: their attempts are started and marked
-   succeeded in one write, committed after the handler returned (see ``_claim``);
+   succeeded in one write, committed after the handler returned (see ``_claim``). Other
+   attempts are claimed only for idle handler threads, so each starts at once: its
+   timeout runs from the moment its handler starts, and its lease from its claim;
 4. run the other handlers in the pool;
-5. collect finished attempts and those past their deadline; publish final failures to the
-   dead-letter topic (acknowledged by the broker first), record every outcome, one
-   transaction per shard, and only then acknowledge their messages.
+5. collect finished attempts and those past their deadline, and record them, per shard:
+   successes and retries in one transaction; final failures in another, which publishes
+   their dead letters before it commits (see ``_fail``). Only then are their messages
+   acknowledged.
+
+Faults. A shard whose claim or record fails keeps its messages and outcomes and is tried
+again after a backoff (``RetryGate``); the other shards go on. A dead-letter topic that
+does not acknowledge holds the final failures only, also with a backoff; successes and
+retries are still recorded. Nothing is acknowledged before it is durable, so a partition's
+committed offset waits at the first message not handled yet (at-least-once allows no
+less), and the executor stops reading a partition where too many wait (see above).
 
 Shutdown order (``stop()`` only sets an event): stop polling; let running attempts finish
 within ``drain_timeout``; record their outcomes; commit offsets and leave the group
@@ -23,8 +35,10 @@ the job is dispatched again.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import logging
+import math
 import queue
 import threading
 import time
@@ -39,19 +53,30 @@ from django.utils import timezone
 from executor_worker import metrics
 from executor_worker.claims import Attempt, ClaimStore, Outcome
 from executor_worker.consumer import JobConsumer, Received
+from executor_worker.retry_gate import RetryGate
 from executor_worker.runner import AttemptRunner
 from jobsvc.handlers.errors import HandlerTimeout
-from jobsvc.messaging.dead_letter import DeadLetter
+from jobsvc.messaging.dead_letter import DeadLetter, dead_letters_publish
 from jobsvc.messaging.job_message import JobMessage, MalformedJobMessage
-from jobsvc.messaging.producer import BatchProducer
+from jobsvc.messaging.renewing_producer import RenewingProducer
 from jobsvc.sharding.shards import UnknownShard, shard_alias
 
 logger = logging.getLogger(__name__)
 
 _POLL_TIMEOUT = 0.05  # seconds one poll waits for messages
 _OBSERVE_INTERVAL = 5.0  # seconds between refreshes of the lag and in-flight gauges
-_ERROR_BACKOFF = 0.5  # seconds after a database or broker error
 _DEADLINES_SLACK = 1000  # finished attempts the deadline heap may hold beyond 2x running
+# Backoff of a shard whose claim or record failed, and of the dead-letter topic: seconds
+# after the first failure, doubling up to the cap (a restarting PostgreSQL takes seconds).
+_RETRY_FIRST_DELAY = 0.2
+_RETRY_MAX_DELAY = 5.0
+
+_Item = tuple[JobMessage, Received]  # a message waiting to be claimed
+_Result = tuple[Outcome, Received]  # an outcome waiting to be recorded
+
+
+class _DeadLettersUnacknowledged(Exception):
+    """The broker did not acknowledge every dead letter: the FAIL must not commit."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +86,8 @@ class ExecutorConfig:
     group_id: str
     batch_size: int  # messages per poll
     concurrency: int  # handler threads
-    max_in_flight: int  # attempts running at once
+    max_in_flight: int  # attempts held at once: waiting for a claim, running, recording
+    max_uncommitted: int  # messages per partition held behind an unhandled one
     lease_grace_seconds: float  # added to a job's timeout for its running lease
     drain_timeout: float  # seconds running attempts get to finish at shutdown
     publish_timeout: float  # seconds to wait for the dead-letter topic's acknowledgement
@@ -69,7 +95,7 @@ class ExecutorConfig:
 
 @dataclass(order=True)
 class _Running:
-    deadline: float
+    deadline: float  # infinite until the handler starts: waiting is not running
     key: tuple[str, int] = field(compare=False)
     attempt: Attempt = field(compare=False)
     received: Received = field(compare=False)
@@ -83,7 +109,7 @@ class ExecutorWorker:
         bootstrap: str,
         config: ExecutorConfig,
         runner: AttemptRunner,
-        producer: BatchProducer,
+        producer: RenewingProducer,
     ) -> None:
         self.worker_id = worker_id
         self.bootstrap = bootstrap
@@ -92,10 +118,17 @@ class ExecutorWorker:
         self.producer = producer
         self._stopping = threading.Event()
         self._running: dict[tuple[str, int], _Running] = {}
-        self._deadlines: list[_Running] = []  # heap by deadline
-        self._finished: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
-        self._to_claim: list[tuple[JobMessage, Received]] = []
-        self._to_record: list[tuple[Outcome, Received]] = []
+        self._deadlines: list[_Running] = []  # heap by deadline, of started attempts
+        self._started: queue.SimpleQueue[tuple[tuple[str, int], float]] = queue.SimpleQueue()
+        self._finished: queue.SimpleQueue[tuple[Outcome, bool]] = queue.SimpleQueue()
+        self._pool_busy = 0  # attempts handed to the pool and not returned, late ones too
+        # Per shard, in arrival order: messages to claim (inline handlers first tried), and
+        # messages whose inline claim is done that wait for a free handler thread.
+        self._to_claim: dict[int, list[_Item]] = defaultdict(list)
+        self._for_pool: dict[int, list[_Item]] = defaultdict(list)
+        self._to_record: dict[int, list[_Result]] = defaultdict(list)
+        self._shards = RetryGate(first_delay=_RETRY_FIRST_DELAY, max_delay=_RETRY_MAX_DELAY)
+        self._dead_letters = RetryGate(first_delay=_RETRY_FIRST_DELAY, max_delay=_RETRY_MAX_DELAY)
         self._stores: dict[int, ClaimStore] = {}
         self.consumer: JobConsumer | None = None
         self._inline_handlers = runner.inline_handlers()
@@ -111,6 +144,7 @@ class ExecutorWorker:
             group_id=self.config.group_id,
             topic=self.config.topic,
             client_id=f"executor-{self.worker_id}",
+            max_uncommitted=self.config.max_uncommitted,
         )
         pool = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="handler")
         logger.info("executor %s started", self.worker_id)
@@ -126,9 +160,12 @@ class ExecutorWorker:
             logger.info("executor %s stopped", self.worker_id)
 
     def _drain(self, pool: ThreadPoolExecutor) -> None:
+        """Finish what runs and record it; messages not claimed yet go back to the group."""
         deadline = time.monotonic() + self.config.drain_timeout
-        self.consumer.pause()
-        while (self._running or self._to_record) and time.monotonic() < deadline:
+        self.consumer.pause_all(True)
+        self._to_claim.clear()
+        self._for_pool.clear()
+        while (self._running or self._held(self._to_record)) and time.monotonic() < deadline:
             self._turn(pool, accept_new=False)
         if self._running:
             logger.warning(
@@ -148,27 +185,27 @@ class ExecutorWorker:
 
     def _turn(self, pool: ThreadPoolExecutor, *, accept_new: bool) -> None:
         self._observe()
-        try:
-            if accept_new:
-                self._receive()
-            if self._to_claim:
-                self._claim_and_start(pool)
-            self._collect()
-            if self._to_record:
-                self._record()
-        except DatabaseError as exc:
-            logger.warning("database error, retrying: %s", exc)
-            connections.close_all()
-            self._stopping.wait(_ERROR_BACKOFF)
+        if accept_new:
+            self._receive()
+            self._claim_and_start(pool)
+        self._collect()
+        self._record()
         if not accept_new:
             time.sleep(_POLL_TIMEOUT)  # draining: pace the loop while handlers finish
 
+    @staticmethod
+    def _held(items: dict[int, list]) -> int:
+        return sum(len(shard_items) for shard_items in items.values())
+
     def _receive(self) -> None:
-        room = self.config.max_in_flight - len(self._running) - len(self._to_claim)
-        if room <= 0:
-            self.consumer.pause()
-        else:
-            self.consumer.resume()
+        held = (
+            len(self._running)
+            + self._held(self._to_claim)
+            + self._held(self._for_pool)
+            + self._held(self._to_record)
+        )
+        room = self.config.max_in_flight - held
+        self.consumer.pause_all(room <= 0)
         batch = self.consumer.poll_batch(
             max_messages=max(1, min(room, self.config.batch_size)), timeout=_POLL_TIMEOUT
         )
@@ -185,63 +222,87 @@ class ExecutorWorker:
                 )
                 self.consumer.handled(received)
                 continue
-            self._to_claim.append((message, received))
+            self._to_claim[message.shard_id].append((message, received))
 
     def _claim_and_start(self, pool: ThreadPoolExecutor) -> None:
-        by_shard: dict[int, list[tuple[JobMessage, Received]]] = defaultdict(list)
-        for message, received in self._to_claim:
-            by_shard[message.shard_id].append((message, received))
-        self._to_claim = []
-        for shard_id, items in by_shard.items():
-            ran, claimed, held = self._claim(shard_id, items)
-            self._to_claim.extend(held)
-            held_messages = {id(received) for _, received in held}
-            started = {(a.job_id, a.attempt): a for a in claimed}
-            done: list[Received] = []
-            for message, received in items:
-                key = (message.job_id, message.attempt)
-                outcome, attempt = ran.pop(key, None), started.pop(key, None)
-                if outcome is not None and outcome.succeeded:
-                    done.append(received)  # committed with the claim
-                    _observe_finished(outcome)
-                elif outcome is not None:
-                    self._to_record.append((outcome, received))
-                elif attempt is not None:
-                    self._start(pool, attempt, received)
-                elif id(received) not in held_messages:  # duplicate, stale or cancelled
-                    done.append(received)
-                    metrics.JOBS_PROCESSED.labels("dropped").inc()
-            self.consumer.handled(*done)
+        """Claim what waits, shard by shard; a shard that fails keeps its messages."""
+        for waiting, inline in ((self._for_pool, False), (self._to_claim, True)):
+            for shard_id in list(waiting):
+                if not inline and self._pool_room() == 0:
+                    break  # these wait for a thread; the inline ones below need none
+                if not self._shards.is_open(shard_id):
+                    continue
+                items = waiting.pop(shard_id)
+                try:
+                    ran, claimed, rest = self._claim(shard_id, items, inline=inline)
+                except DatabaseError as exc:
+                    waiting[shard_id] = items
+                    self._shard_failed(shard_id, "claim", exc)
+                    continue
+                self._shards.succeeded(shard_id)
+                if rest:
+                    self._for_pool[shard_id].extend(rest)
+                self._started_or_dropped(pool, items, ran, claimed, rest)
+
+    def _started_or_dropped(
+        self,
+        pool: ThreadPoolExecutor,
+        items: list[_Item],
+        ran: dict[tuple[str, int], Outcome],
+        claimed: list[Attempt],
+        rest: list[_Item],
+    ) -> None:
+        """Start what was claimed; acknowledge what ran inline or cannot run."""
+        waiting = {id(received) for _, received in rest}
+        started = {(a.job_id, a.attempt): a for a in claimed}
+        done: list[Received] = []
+        for message, received in items:
+            key = (message.job_id, message.attempt)
+            outcome, attempt = ran.pop(key, None), started.pop(key, None)
+            if outcome is not None and outcome.succeeded:
+                done.append(received)  # committed with the claim
+                _observe_finished(outcome)
+            elif outcome is not None:
+                self._to_record[message.shard_id].append((outcome, received))
+            elif attempt is not None:
+                self._start(pool, attempt, received)
+            elif id(received) not in waiting:  # duplicate, stale or cancelled
+                done.append(received)
+                metrics.JOBS_PROCESSED.labels("dropped").inc()
+        self.consumer.handled(*done)
 
     def _pool_room(self) -> int:
-        """Attempts that may be claimed for the handler threads now.
+        """Attempts that may be claimed for the handler threads now: the idle threads.
 
-        An attempt's timeout and lease run from its claim, so claiming more than the threads
-        can start soon would let attempts time out waiting in the pool's queue: keep at
-        most one waiting attempt per thread.
+        An attempt claimed for a busy pool would wait in its queue while its lease (from
+        the claim) runs out; a thread still busy with an attempt that timed out counts.
         """
-        return max(0, 2 * self.config.concurrency - len(self._running))
+        return max(0, self.config.concurrency - self._pool_busy)
 
     def _claim(
-        self, shard_id: int, items: list[tuple[JobMessage, Received]]
-    ) -> tuple[dict[tuple[str, int], Outcome], list[Attempt], list[tuple[JobMessage, Received]]]:
+        self, shard_id: int, items: list[_Item], *, inline: bool
+    ) -> tuple[dict[tuple[str, int], Outcome], list[Attempt], list[_Item]]:
         """Claim one shard's attempts in one transaction; run the inline ones inside it.
 
         An inline handler's attempt is started and marked succeeded in one write, and the
         handler runs before the commit: a job that never blocks costs one update, not
         two. One that failed is made running again and returned for ``_record``. The other
-        attempts are claimed only as far as the handler threads have room (``_pool_room``);
-        the rest are held for a later turn. Returns the inline attempts' outcomes, the
-        other attempts (started) and the held messages.
+        attempts are claimed only as far as the handler threads are idle (``_pool_room``);
+        the rest wait for a thread. Returns the inline attempts' outcomes, the other
+        attempts (claimed) and the messages that wait. ``inline=False``: the messages'
+        inline attempts were claimed already (they wait for a thread).
         """
         store = self._store(shard_id)
-        requests = [(m.job_id, m.attempt) for m, _ in items]
         with transaction.atomic(using=store.alias):
             now = time.monotonic()
-            ran = {
-                (a.job_id, a.attempt): self.runner.run(a, started=now)
-                for a in store.claim_succeeded(requests, handlers=self._inline_handlers)
-            }
+            succeeded = (
+                store.claim_succeeded(
+                    [(m.job_id, m.attempt) for m, _ in items], handlers=self._inline_handlers
+                )
+                if inline
+                else []
+            )
+            ran = {(a.job_id, a.attempt): self.runner.run(a, started=now) for a in succeeded}
             failed = [outcome.attempt for outcome in ran.values() if not outcome.succeeded]
             if failed:
                 store.reopen(failed)
@@ -254,38 +315,64 @@ class ExecutorWorker:
             metrics.JOB_START_DELAY.observe(max(0.0, delay))
         return ran, claimed, rest[room:]
 
-    def _start(self, pool: ThreadPoolExecutor, attempt: Attempt, received: Received) -> None:
-        now = time.monotonic()
-        running = _Running(
-            now + attempt.timeout_seconds, (attempt.job_id, attempt.attempt), attempt, received
+    def _shard_failed(self, shard_id: int, action: str, exc: DatabaseError) -> None:
+        """Back off from the shard and drop its connection; a new one is made on next use."""
+        delay = self._shards.failed(shard_id)
+        logger.warning(
+            "shard %s: %s failed, trying again in %.1f s: %s",
+            shard_id,
+            action,
+            delay,
+            exc,
+            extra={"shard": shard_id, "action": action},
         )
-        self._running[running.key] = running
-        heapq.heappush(self._deadlines, running)
-        if self.runner.runs_inline(attempt):
-            self._finished.put(self.runner.run(attempt, started=now))
-        else:
-            pool.submit(self._run_in_pool, attempt, now)
+        with contextlib.suppress(DatabaseError):  # it was broken: closed is what we want
+            connections[shard_alias(shard_id)].close()
 
-    def _run_in_pool(self, attempt: Attempt, started: float) -> None:
-        self._finished.put(self.runner.run(attempt, started=started))
+    def _start(self, pool: ThreadPoolExecutor, attempt: Attempt, received: Received) -> None:
+        key = (attempt.job_id, attempt.attempt)
+        running = _Running(math.inf, key, attempt, received)
+        self._running[key] = running
+        if self.runner.runs_inline(attempt):
+            self._finished.put((self.runner.run(attempt, started=time.monotonic()), False))
+        else:
+            self._pool_busy += 1
+            pool.submit(self._run_in_pool, attempt)
+
+    def _run_in_pool(self, attempt: Attempt) -> None:
+        """On a handler thread: the attempt's timeout starts now, not when it was claimed."""
+        started = time.monotonic()
+        self._started.put(((attempt.job_id, attempt.attempt), started))
+        self._finished.put((self.runner.run(attempt, started=started), True))
 
     def _collect(self) -> None:
         while True:
             try:
-                outcome = self._finished.get_nowait()
+                key, started = self._started.get_nowait()
             except queue.Empty:
                 break
+            running = self._running.get(key)
+            if running is not None:
+                running.deadline = started + running.attempt.timeout_seconds
+                heapq.heappush(self._deadlines, running)
+        while True:
+            try:
+                outcome, pooled = self._finished.get_nowait()
+            except queue.Empty:
+                break
+            self._pool_busy -= pooled
             key = (outcome.attempt.job_id, outcome.attempt.attempt)
             running = self._running.pop(key, None)
             if running is not None:  # None: it timed out already, and that was recorded
-                self._to_record.append((outcome, running.received))
+                self._to_record[outcome.attempt.shard_id].append((outcome, running.received))
         now = time.monotonic()
         while self._deadlines and self._deadlines[0].deadline <= now:
             expired = heapq.heappop(self._deadlines)
-            if self._running.pop(expired.key, None) is not None:
+            if self._running.get(expired.key) is expired:
+                del self._running[expired.key]
                 timeout = HandlerTimeout("attempt timed out")
                 outcome = self.runner.failed(expired.attempt, timeout)
-                self._to_record.append((outcome, expired.received))
+                self._to_record[expired.attempt.shard_id].append((outcome, expired.received))
         if not self._running:
             self._deadlines.clear()
         elif len(self._deadlines) > 2 * len(self._running) + _DEADLINES_SLACK:
@@ -295,40 +382,83 @@ class ExecutorWorker:
             heapq.heapify(self._deadlines)
 
     def _record(self) -> None:
-        pending, self._to_record = self._to_record, []
-        final_failures = [o for o, _ in pending if not o.succeeded and o.retry_delay is None]
-        if not self._dead_letter(final_failures):
-            self._to_record = pending  # try again next turn; nothing is acknowledged yet
-            self._stopping.wait(_ERROR_BACKOFF)
-            return
-        by_shard: dict[int, list[tuple[Outcome, Received]]] = defaultdict(list)
-        for item in pending:
-            by_shard[item[0].attempt.shard_id].append(item)
-        error: DatabaseError | None = None
-        for shard_id, items in by_shard.items():
-            try:
-                self._store(shard_id).record([outcome for outcome, _ in items])
-            except DatabaseError as exc:
-                # Kept for the next turn; the other shards' outcomes are still recorded.
-                self._to_record.extend(items)
-                error = error or exc
+        """Record outcomes shard by shard; a shard that fails keeps them for later."""
+        for shard_id in list(self._to_record):
+            if not self._shards.is_open(shard_id):
                 continue
-            self.consumer.handled(*(received for _, received in items))
-            for outcome, _ in items:
-                _observe_finished(outcome)
-        if error is not None:
-            raise error
+            items = self._to_record.pop(shard_id)
+            finals = [item for item in items if _is_final(item[0])]
+            others = [item for item in items if not _is_final(item[0])]
+            try:
+                if others:
+                    self._store(shard_id).record([outcome for outcome, _ in others])
+                    self.consumer.handled(*(received for _, received in others))
+                    for outcome, _ in others:
+                        _observe_finished(outcome)
+                    others = []
+                if finals and self._dead_letters.is_open(self.config.dead_letter_topic):
+                    finals = self._fail(shard_id, finals)
+            except DatabaseError as exc:
+                self._shard_failed(shard_id, "record", exc)
+            else:
+                self._shards.succeeded(shard_id)
+            if others or finals:
+                self._to_record[shard_id].extend(others + finals)
 
-    def _dead_letter(self, failures: list[Outcome]) -> bool:
-        if not failures:
-            return True
-        messages = [(o.attempt.job_id.encode(), _dead_letter(o).encode()) for o in failures]
-        unacknowledged = self.producer.publish(
-            self.config.dead_letter_topic, messages, timeout=self.config.publish_timeout
-        )
-        if not unacknowledged:
-            metrics.JOBS_DEAD_LETTERED.inc(len(failures))
-        return not unacknowledged
+    def _fail(self, shard_id: int, finals: list[_Result]) -> list[_Result]:
+        """Fail attempts for good and dead-letter them; return those to try again later.
+
+        One transaction: FAIL (rows locked) names the attempts it changed, their dead
+        letters are published, and only an acknowledged publish lets it commit. So a dead
+        letter is sent only for a job this executor failed, and nothing is failed without
+        its letter; an attempt the sweeper took back is acknowledged without one. A crash
+        (or a lost commit) after the acknowledgement leaves the attempt running: the
+        sweeper retries it, or fails and dead-letters it again, keyed by the same job id
+        (consumers drop the second: see ``jobsvc.messaging.dead_letter``).
+        """
+        store = self._store(shard_id)
+        topic = self.config.dead_letter_topic
+        try:
+            with transaction.atomic(using=store.alias):
+                changed = store.fail([outcome for outcome, _ in finals])
+                letters = [
+                    _dead_letter(outcome)
+                    for outcome, _ in finals
+                    if (outcome.attempt.job_id, outcome.attempt.attempt) in changed
+                ]
+                if not dead_letters_publish(
+                    producer=self.producer,
+                    topic=topic,
+                    letters=letters,
+                    timeout=self.config.publish_timeout,
+                ):
+                    raise _DeadLettersUnacknowledged
+        except _DeadLettersUnacknowledged:
+            delay = self._dead_letters.failed(topic)
+            logger.warning(
+                "%d dead letters not acknowledged by %s; their jobs stay running, trying "
+                "again in %.1f s",
+                len(letters),
+                topic,
+                delay,
+                extra={"shard": shard_id, "action": "dead_letter"},
+            )
+            return finals
+        self._dead_letters.succeeded(topic)
+        self.consumer.handled(*(received for _, received in finals))
+        for outcome, _ in finals:
+            key = (outcome.attempt.job_id, outcome.attempt.attempt)
+            if key in changed:
+                _observe_finished(outcome)
+            else:
+                logger.info(
+                    "job %s: attempt %d was no longer running; not dead-lettered",
+                    outcome.attempt.job_id,
+                    outcome.attempt.attempt,
+                    extra={"job_id": outcome.attempt.job_id, "action": "fail"},
+                )
+                metrics.JOBS_PROCESSED.labels("dropped").inc()
+        return []
 
     def _store(self, shard_id: int) -> ClaimStore:
         store = self._stores.get(shard_id)
@@ -338,6 +468,10 @@ class ExecutorWorker:
             )
             self._stores[shard_id] = store
         return store
+
+
+def _is_final(outcome: Outcome) -> bool:
+    return not outcome.succeeded and outcome.retry_delay is None
 
 
 def _observe_finished(outcome: Outcome) -> None:

@@ -222,6 +222,16 @@ EXECUTOR_BATCH_SIZE = env_int("JOBSVC_EXECUTOR_BATCH_SIZE", 2000, minimum=1)
 # Attempts one executor runs at once; consumption pauses beyond it (bounded memory).
 EXECUTOR_MAX_IN_FLIGHT = env_int("JOBSVC_EXECUTOR_MAX_IN_FLIGHT", 2000, minimum=1)
 # Added to a job's timeout to give its running lease: past it the sweeper retries the job.
+# Messages of one partition held behind one not handled yet (a long job, a shard that
+# cannot be reached): offsets are committed only up to it, so at this many the executor
+# stops reading the partition (bounded memory) until half are committed.
+EXECUTOR_MAX_UNCOMMITTED_PER_PARTITION = env_int(
+    "JOBSVC_EXECUTOR_MAX_UNCOMMITTED_PER_PARTITION", 20000, minimum=1
+)
+# Seconds the dead-letter topic (and the kafka handler's topics) get to acknowledge; also
+# the executor producer's message.timeout.ms, so a letter that was not acknowledged in time
+# is not delivered later behind the retry's back.
+EXECUTOR_PUBLISH_TIMEOUT = env_float("JOBSVC_EXECUTOR_PUBLISH_TIMEOUT_SECONDS", 10.0, minimum=1.0)
 EXECUTOR_LEASE_GRACE = env_float("JOBSVC_EXECUTOR_LEASE_GRACE_SECONDS", 30.0, minimum=1.0)
 EXECUTOR_DRAIN_TIMEOUT = env_float("JOBSVC_EXECUTOR_DRAIN_TIMEOUT_SECONDS", 30.0, minimum=0.0)
 EXECUTOR_METRICS_PORT = env_int("JOBSVC_EXECUTOR_METRICS_PORT", 0, minimum=0)  # 0: off

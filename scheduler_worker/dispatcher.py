@@ -34,7 +34,7 @@ from django.db import Error as DatabaseError
 from django.db import connections
 from django.utils import timezone
 
-from jobsvc.messaging.dead_letter import DeadLetter
+from jobsvc.messaging.dead_letter import DeadLetter, dead_letters_publish
 from jobsvc.messaging.job_message import JobMessage
 from scheduler_worker import metrics
 from scheduler_worker.errors import ShardFenced
@@ -388,12 +388,12 @@ class ShardDispatcher:
             )
             for job in jobs
         ]
-        unacknowledged = self.producer.publish(
-            self.config.dead_letter_topic,
-            [(letter.job_id.encode(), letter.encode()) for letter in letters],
+        return dead_letters_publish(
+            producer=self.producer,
+            topic=self.config.dead_letter_topic,
+            letters=letters,
             timeout=self.config.publish_timeout,
         )
-        return not unacknowledged
 
     def dispatch_round(self) -> int:
         """Claim and publish one fair batch; return how many jobs were published."""

@@ -22,9 +22,10 @@ What is measured:
   observed at the receiver (0 by construction: an attempt runs only after its executor
   claimed it with a conditional update). Separately, jobs with ``attempts > 1``: an
   attempt that was running in the killed executor is over when its lease expires
-  (timeout + grace) and runs again as attempt 2, with the next Idempotency-Key
-  (``job:2``). That is the contract (at-least-once per job, exactly once per attempt),
-  not a duplicate; the job's ``attempt_errors`` say why.
+  (timeout + grace) and runs again as attempt 2, under the job's one Idempotency-Key
+  (its id), so a receiver can drop it if attempt 1 had its effect. That is the contract
+  (at-least-once per job, exactly once per attempt), not a duplicate; the job's
+  ``attempt_errors`` say why.
 
     make bench ARGS="--quick --only failover"
 """
@@ -549,8 +550,9 @@ def _markdown(r: dict) -> str:
         f"which {RECOVERED_FOR} seconds in a row finish at least "
         f"{RECOVERED_FRACTION:.0%} of the pre-kill median (seconds {WARM_UP_SECONDS} up to "
         "the kill). A job whose attempt was running in the killed executor runs again as "
-        "attempt 2 once that attempt's lease (job timeout + grace) expires, with the next "
-        "Idempotency-Key: that is the at-least-once-per-job contract, so it is counted "
+        "attempt 2 once that attempt's lease (job timeout + grace) expires, under the same "
+        "Idempotency-Key (the job id): that is the at-least-once-per-job contract, so it is "
+        "counted "
         "under attempts > 1, not as a duplicate. Duplicates of the same attempt are "
         "counted at the receiver, per (job id, attempt).",
     ]

@@ -12,10 +12,16 @@ A handler is an object with two methods:
 Optionally ``inline = True`` (a class attribute): the handler never blocks, so the
 executor may call it on its own loop thread instead of handing it to the thread pool.
 
-Delivery is at least once: an executor that dies after a handler's side effect but before
-recording the outcome runs the same attempt again. Handlers pass ``job.idempotency_key``
-to the systems they change so that those can drop the duplicate, and they must return (or
-raise ``HandlerTimeout``) by ``job.deadline``: the executor does not kill a late handler.
+Delivery is at least once. The same attempt can run twice (a duplicate message claimed
+before the first outcome was recorded is dropped, but the side effect of an attempt whose
+answer was lost happened anyway), and an executor that dies after a handler's side effect
+but before recording the outcome makes the scheduler run the job again as the next
+attempt (the attempt that died counts: a job that keeps killing its executor ends).
+So the idempotency key is per job, not per attempt: ``job.idempotency_key`` is the same
+for every attempt and every run of the job, and handlers pass it to the systems they
+change so that those apply the job's side effect once and drop every later delivery with
+the key. ``job.attempt`` says which attempt this is. Handlers must return (or raise
+``HandlerTimeout``) by ``job.deadline``: the executor does not kill a late handler.
 """
 
 from __future__ import annotations
@@ -59,8 +65,13 @@ class JobContext:
 
     @property
     def idempotency_key(self) -> str:
-        """The same for every run of this attempt, different for every attempt."""
-        return f"{self.job_id}:{self.attempt}"
+        """The same for every attempt and every run of this job: the job's id.
+
+        A receiver that applied the job's side effect drops later deliveries with this key,
+        whether a duplicate of one attempt, a retry after an answer that was lost, or the
+        next attempt after an executor died before recording the outcome.
+        """
+        return self.job_id
 
     def remaining(self, *, clock: Callable[[], float] = time.monotonic) -> float:
         """Seconds left before the deadline; 0 once it has passed."""

@@ -10,8 +10,9 @@ are stored with the job and shown to its owner, like the url.
 
 The request: ``<method> <url>`` with a compact UTF-8 JSON body
 ``{"job_id", "user_id", "attempt", "message", "params"}``, and the headers
-``Idempotency-Key: <job_id>:<attempt>`` (the same for every run of one attempt, so the
-receiver can drop the duplicate an executor crash may cause), ``X-Jobsvc-Timestamp`` and
+``Idempotency-Key: <job_id>`` (the same for every attempt of the job, so the receiver can
+drop the duplicates an executor crash, a lost answer or a timeout after the receiver acted
+may cause; ``attempt`` in the body says which attempt it is), ``X-Jobsvc-Timestamp`` and
 ``X-Jobsvc-Signature`` (HMAC-SHA256 over ``f"{timestamp}.".encode() + body``; see
 ``signing``).
 

@@ -13,7 +13,8 @@ attempt's deadline has passed).
 At least once: a record that was not acknowledged in time may still be delivered later
 (the producer keeps it queued until its own ``message.timeout.ms``), and an executor can
 die after the acknowledgement but before recording success; either way the next attempt
-publishes again. Consumers drop duplicates by ``(job_id, attempt)``.
+publishes again, as the next attempt. Consumers drop duplicates by ``job_id``, the
+record's key (``attempt`` differs between the copies).
 """
 
 from __future__ import annotations

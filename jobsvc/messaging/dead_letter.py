@@ -2,18 +2,42 @@
 
 It carries everything needed to investigate or replay the job: the job itself, every
 attempt's error, and the timestamps.
+
+Its key is the job id. A job fails for good once, so the job id identifies its dead
+letter: delivery to the topic is at least once (a worker that dies after the broker
+acknowledged the letter and before the failure is committed sends it again), and a
+consumer drops a letter whose job id it has seen (or the topic is compacted by key).
+
+Executors and schedulers both dead-letter (a job whose executor died on its last attempt
+is failed by the scheduler's sweeper); both publish through ``dead_letters_publish``,
+which also counts ``jobsvc_jobs_dead_lettered`` in either process.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
+
+from prometheus_client import Counter
 
 from jobsvc.messaging.job_message import utc_iso
 
 SCHEMA_VERSION = 1
+
+JOBS_DEAD_LETTERED = Counter(
+    "jobsvc_jobs_dead_lettered", "Jobs sent to the dead-letter topic (acknowledged by the broker)"
+)
+
+
+class Publisher(Protocol):
+    """What publishing dead letters needs of a producer."""
+
+    def publish(
+        self, topic: str, messages: Sequence[tuple[bytes, bytes]], *, timeout: float
+    ) -> list[int]: ...
 
 
 @dataclass(frozen=True)
@@ -52,3 +76,20 @@ class DeadLetter:
             },
             separators=(",", ":"),
         ).encode()
+
+
+def dead_letters_publish(
+    *, producer: Publisher, topic: str, letters: Sequence[DeadLetter], timeout: float
+) -> bool:
+    """Publish the letters, keyed by job id; True if the broker acknowledged every one.
+
+    Counted only then: a caller that gets False keeps the failures and sends them all
+    again, so counting a partly acknowledged batch would count its letters twice.
+    """
+    if not letters:
+        return True
+    messages = [(letter.job_id.encode(), letter.encode()) for letter in letters]
+    if producer.publish(topic, messages, timeout=timeout):
+        return False
+    JOBS_DEAD_LETTERED.inc(len(letters))
+    return True

@@ -60,7 +60,6 @@ SCHEDULER_METRICS = (
 )
 EXECUTOR_METRICS = (
     Metric("jobsvc_jobs_processed", "counter", ("outcome",)),
-    Metric("jobsvc_jobs_dead_lettered", "counter"),
     Metric("jobsvc_job_latency_seconds", "histogram"),
     Metric("jobsvc_job_start_delay_seconds", "histogram"),
     Metric("jobsvc_attempt_duration_seconds", "histogram", ("handler",)),
@@ -68,6 +67,9 @@ EXECUTOR_METRICS = (
     Metric("jobsvc_consumer_offset_holes", "counter", ("outcome",)),
     Metric("jobsvc_executor_in_flight", "gauge"),
 )
+# Defined once (jobsvc.messaging.dead_letter), exported by schedulers and executors alike:
+# both dead-letter jobs.
+DEAD_LETTER_METRICS = (Metric("jobsvc_jobs_dead_lettered", "counter"),)
 # prometheus_client's default collectors, in every process.
 PROCESS_METRICS = (
     Metric("process_cpu_seconds", "counter"),
@@ -76,7 +78,9 @@ PROCESS_METRICS = (
 # Series Prometheus itself makes for every target.
 PROMETHEUS_SERIES = frozenset({"up"})
 
-ALL_METRICS = API_METRICS + SCHEDULER_METRICS + EXECUTOR_METRICS + PROCESS_METRICS
+ALL_METRICS = (
+    API_METRICS + SCHEDULER_METRICS + EXECUTOR_METRICS + DEAD_LETTER_METRICS + PROCESS_METRICS
+)
 
 
 def queryable_names() -> set[str]:

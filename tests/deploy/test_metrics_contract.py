@@ -11,12 +11,19 @@ import importlib
 import pytest
 from prometheus_client.metrics import MetricWrapperBase
 
-from tests.deploy.contract import API_METRICS, EXECUTOR_METRICS, SCHEDULER_METRICS, Metric
+from tests.deploy.contract import (
+    API_METRICS,
+    DEAD_LETTER_METRICS,
+    EXECUTOR_METRICS,
+    SCHEDULER_METRICS,
+    Metric,
+)
 
 MODULES = {
     "jobsvc.metrics": API_METRICS,
     "scheduler_worker.metrics": SCHEDULER_METRICS,
     "executor_worker.metrics": EXECUTOR_METRICS,
+    "jobsvc.messaging.dead_letter": DEAD_LETTER_METRICS,
 }
 
 

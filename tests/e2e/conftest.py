@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from django.conf import settings
@@ -19,6 +20,9 @@ from django.conf import settings
 from deploy.bench.processes import WorkerProcess
 from jobsvc.messaging.topics import TopicSpec, ensure_topics
 from tests.e2e.receiver import Receiver
+
+if TYPE_CHECKING:
+    from tests.e2e.jobs_topic import JobsTopic
 
 JOBS_PARTITIONS = 4
 # Fast timings for tests; production defaults are in jobsvc/settings.py.
@@ -106,3 +110,13 @@ def receiver() -> Iterator[Receiver]:
     server = Receiver(secret=os.environ["JOBSVC_HTTP_HANDLER_SECRET"]).start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def jobs_topic(messaging: Messaging) -> Iterator[JobsTopic]:
+    """The test's jobs topic, for tests that publish job messages themselves."""
+    from tests.e2e.jobs_topic import JobsTopic  # it imports this module
+
+    topic = JobsTopic(messaging)
+    yield topic
+    topic.close()

@@ -7,17 +7,12 @@ delays are the e2e FAST_TIMINGS: base 0.2 s, cap 1 s.
 
 from __future__ import annotations
 
-import json
-import time
-import uuid
 from datetime import datetime, timedelta
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-from django.conf import settings
 
-from jobsvc.messaging.producer import BatchProducer
-from tests.e2e.conftest import FAST_TIMINGS, Messaging
+from tests.e2e.conftest import FAST_TIMINGS
+from tests.e2e.dead_letters import dead_letters
 from tests.e2e.jobs import all_jobs, create, spec
 from tests.waiting import wait_until
 
@@ -26,45 +21,6 @@ pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 RUN_TIMEOUT = 30.0  # seconds for the workers to start and take a job through its attempts
 RETRY_BASE_DELAY = float(FAST_TIMINGS["JOBSVC_RETRY_BASE_DELAY_SECONDS"])
 RETRY_MAX_DELAY = float(FAST_TIMINGS["JOBSVC_RETRY_MAX_DELAY_SECONDS"])
-MARKER_KEY = b"e2e-end-marker"  # dead_letters' own messages, not dead letters
-
-
-def dead_letters(messaging: Messaging, *, timeout: float = 10.0) -> list[dict]:
-    """Every message on the test's dead-letter topic so far, decoded, in order.
-
-    The end is found with a marker this function publishes and then reads back: whatever
-    the broker acknowledged before it lies before it. (The test broker's high watermark
-    counts batches, not messages, so it cannot say where the topic ends.)
-    """
-    marker = uuid.uuid4().hex.encode()
-    producer = BatchProducer(bootstrap=settings.KAFKA_BOOTSTRAP, client_id="e2e-marker")
-    try:
-        topic = messaging.dead_letter_topic
-        assert producer.publish(topic, [(MARKER_KEY, marker)], timeout=timeout) == []
-    finally:
-        producer.close()
-    consumer = Consumer(
-        {
-            "bootstrap.servers": settings.KAFKA_BOOTSTRAP,
-            "group.id": f"dead-letter-reader-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        consumer.assign([TopicPartition(messaging.dead_letter_topic, 0, OFFSET_BEGINNING)])
-        letters: list[dict] = []
-        deadline = time.monotonic() + timeout
-        while True:
-            assert time.monotonic() < deadline, "the marker never came back"
-            record = consumer.poll(0.5)
-            if record is None or record.error() is not None:
-                continue
-            if record.key() != MARKER_KEY:
-                letters.append(json.loads(record.value()))
-            elif record.value() == marker:
-                return letters
-    finally:
-        consumer.close()
 
 
 def job(job_id: str):
@@ -99,7 +55,8 @@ def test_a_handler_that_fails_twice_then_succeeds_runs_three_times_with_backoff(
 
     deliveries = receiver.of(job_id)
     assert [d.status for d in deliveries] == [500, 500, 200]
-    assert [d.idempotency_key for d in deliveries] == [f"{job_id}:{n}" for n in (1, 2, 3)]
+    assert [d.idempotency_key for d in deliveries] == [job_id] * 3
+    assert [d.attempt for d in deliveries] == [1, 2, 3]
     assert all(d.signature_valid for d in deliveries)
     done = job(job_id)
     assert done.attempts == 3
@@ -124,7 +81,7 @@ def test_a_handler_that_always_fails_is_dead_lettered_after_max_attempts(
 
     wait_for_status(job_id, "failed")
 
-    assert [d.idempotency_key for d in receiver.of(job_id)] == [f"{job_id}:{n}" for n in (1, 2, 3)]
+    assert [d.attempt for d in receiver.of(job_id)] == [1, 2, 3]
     failed = job(job_id)
     [letter] = [letter for letter in dead_letters(messaging) if letter["job_id"] == job_id]
     assert letter["v"] == 1

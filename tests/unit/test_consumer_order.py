@@ -45,9 +45,29 @@ def test_the_reread_fills_the_hole_and_the_messages_after_it_come_again():
 
 def test_messages_delivered_before_a_seek_are_not_handled_twice():
     order = _PartitionOrder()
-    _arrivals(order, 10, 11, 12)
+    _arrivals(order, 10, 13)  # a hole: the consumer seeks back to 11
+    _arrivals(order, 11, 12, 13)
 
-    assert _arrivals(order, 11, 12, 13) == [Delivery.REPEATED, Delivery.REPEATED, Delivery.NEXT]
+    # Copies of what the read before the seek had fetched.
+    assert _arrivals(order, 12, 13, 14) == [Delivery.REPEATED, Delivery.REPEATED, Delivery.NEXT]
+
+
+def test_offsets_that_go_back_without_a_seek_are_a_new_log():
+    """The topic was recreated (or the broker lost it): the consumer's position was out of
+    range and reset to the new log's start. Those are new messages, not repeats."""
+    order = _PartitionOrder()
+    _arrivals(order, 500, 501, 502)
+
+    assert order.arrive(0) is Delivery.RESET
+    assert _arrivals(order, 1, 2) == [Delivery.NEXT, Delivery.NEXT]
+    assert order.expected == 3
+
+
+def test_a_new_log_below_an_earlier_reread_is_still_a_new_log():
+    order = _PartitionOrder()
+    _arrivals(order, 10, 13, 11, 12, 13)  # re-read from 11
+
+    assert order.arrive(0) is Delivery.RESET
 
 
 def test_a_hole_that_never_fills_is_accepted_after_the_rereads():
@@ -67,8 +87,14 @@ def test_each_new_hole_gets_its_own_rereads():
 
 
 @given(st.lists(st.integers(min_value=0, max_value=50), min_size=1, max_size=200))
-def test_handled_offsets_only_ever_increase(arrivals):
+def test_handled_offsets_only_ever_increase_within_one_log(arrivals):
     order = _PartitionOrder()
-    handled = [offset for offset in arrivals if order.arrive(offset) is Delivery.NEXT]
+    logs: list[list[int]] = [[]]
+    for offset in arrivals:
+        delivery = order.arrive(offset)
+        if delivery is Delivery.RESET:
+            logs.append([offset])
+        elif delivery is Delivery.NEXT:
+            logs[-1].append(offset)
 
-    assert handled == sorted(set(handled))
+    assert all(handled == sorted(set(handled)) for handled in logs)

@@ -16,6 +16,7 @@ from jobsvc.handlers.errors import HandlerConfigError
 from jobsvc.handlers.setup import registry_from_settings
 from jobsvc.logs import WORKER_ID_ENV
 from jobsvc.messaging.producer import BatchProducer
+from jobsvc.messaging.renewing_producer import RenewingProducer
 
 
 class Command(BaseCommand):
@@ -34,8 +35,14 @@ class Command(BaseCommand):
             raise CommandError("JOBSVC_RETRY_MAX_DELAY_SECONDS is below the base delay")
         worker_id = options["worker_id"]
         os.environ[WORKER_ID_ENV] = worker_id  # stamped on every log record
-        producer = BatchProducer(
-            bootstrap=settings.KAFKA_BOOTSTRAP, client_id=f"executor-{worker_id}"
+        publish_timeout_ms = round(settings.EXECUTOR_PUBLISH_TIMEOUT * 1000)
+        producer = RenewingProducer(
+            lambda: BatchProducer(
+                bootstrap=settings.KAFKA_BOOTSTRAP,
+                client_id=f"executor-{worker_id}",
+                config={"message.timeout.ms": publish_timeout_ms},
+            ),
+            close_timeout=settings.EXECUTOR_PUBLISH_TIMEOUT,
         )
         try:
             registry = registry_from_settings(producer=producer)
@@ -51,9 +58,10 @@ class Command(BaseCommand):
                 batch_size=settings.EXECUTOR_BATCH_SIZE,
                 concurrency=options["concurrency"],
                 max_in_flight=settings.EXECUTOR_MAX_IN_FLIGHT,
+                max_uncommitted=settings.EXECUTOR_MAX_UNCOMMITTED_PER_PARTITION,
                 lease_grace_seconds=settings.EXECUTOR_LEASE_GRACE,
                 drain_timeout=settings.EXECUTOR_DRAIN_TIMEOUT,
-                publish_timeout=settings.SCHEDULER_PUBLISH_TIMEOUT,
+                publish_timeout=settings.EXECUTOR_PUBLISH_TIMEOUT,
             ),
             runner=AttemptRunner(
                 registry=registry,

@@ -1,0 +1,50 @@
+"""When to try a failing resource again: a shard database, the dead-letter topic.
+
+Each key (a shard id, a topic) that failed is closed for a delay that doubles with every
+failure in a row, from ``first_delay`` up to ``max_delay``; one success opens it again.
+The work waiting for it is kept, so nothing is dropped, and a resource that is down costs
+one attempt per delay rather than one per turn of the loop. The clock is injected for
+testing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+
+
+@dataclass
+class _Closed:
+    failures: int
+    until: float
+
+
+class RetryGate:
+    def __init__(
+        self,
+        *,
+        first_delay: float,
+        max_delay: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not 0 < first_delay <= max_delay:
+            raise ValueError(f"need 0 < first_delay <= max_delay, got {first_delay}, {max_delay}")
+        self.first_delay = first_delay  # seconds closed after the first failure
+        self.max_delay = max_delay  # seconds closed at most, however many failures
+        self._clock = clock
+        self._closed: dict[Hashable, _Closed] = {}
+
+    def is_open(self, key: Hashable) -> bool:
+        closed = self._closed.get(key)
+        return closed is None or self._clock() >= closed.until
+
+    def failed(self, key: Hashable) -> float:
+        """Close the key after a failure; return for how many seconds."""
+        failures = self._closed[key].failures + 1 if key in self._closed else 1
+        delay = min(self.max_delay, self.first_delay * 2 ** min(failures - 1, 60))
+        self._closed[key] = _Closed(failures=failures, until=self._clock() + delay)
+        return delay
+
+    def succeeded(self, key: Hashable) -> None:
+        self._closed.pop(key, None)

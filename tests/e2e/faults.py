@@ -1,0 +1,55 @@
+"""Faults of the servers underneath the workers, made on the test stack's real servers.
+
+A shard taken offline refuses every new connection (``ALLOW_CONNECTIONS false``) and
+loses the ones it had (``pg_terminate_backend``), as a shard server that went down or a
+network partition does; it comes back on leaving the context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from django.db import connections
+from psycopg import sql
+
+from jobsvc.sharding.shards import shard_alias
+
+
+@contextmanager
+def shard_offline(shard_id: int) -> Iterator[None]:
+    """No client can use the shard's database inside the block (the test included)."""
+    alias = shard_alias(shard_id)
+    database = connections[alias].settings_dict["NAME"]
+    connections[alias].close()
+    _set_allow_connections(alias, database, allowed=False)
+    try:
+        yield
+    finally:
+        _set_allow_connections(alias, database, allowed=True)
+        connections[alias].close()  # the test's own connection was ended too
+
+
+def _set_allow_connections(alias: str, database: str, *, allowed: bool) -> None:
+    """From the server's maintenance database: a database cannot refuse the connection
+    that would let it in again."""
+    params = connections[alias].settings_dict
+    with psycopg.connect(
+        dbname="postgres",
+        user=params["USER"],
+        password=params["PASSWORD"] or None,
+        host=params["HOST"],
+        port=params["PORT"] or None,
+        autocommit=True,
+    ) as conn:
+        conn.execute(
+            sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS {}").format(
+                sql.Identifier(database), sql.SQL("true" if allowed else "false")
+            )
+        )
+        if not allowed:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                [database],
+            )

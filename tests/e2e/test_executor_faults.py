@@ -1,0 +1,250 @@
+"""An executor whose databases or broker fail under it: no message is dropped, no job is
+lost or run twice, and what does work goes on.
+
+Like test_executor_delivery, most tests publish job messages themselves (no scheduler,
+so no sweeper makes a lost job due again: only the executor can finish the jobs).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+from deploy.localstack.kafka import KafkaBroker
+from deploy.localstack.ports import free_port
+from deploy.localstack.stack import new_stack_dir
+from jobsvc.jobs.models import Job
+from jobsvc.messaging.producer import BatchProducer
+from jobsvc.messaging.topics import TopicSpec, ensure_topics
+from jobsvc.sharding.ids import shard_of
+from jobsvc.sharding.shards import shard_alias
+from tests.e2e.conftest import JOBS_PARTITIONS
+from tests.e2e.dead_letters import dead_letters
+from tests.e2e.faults import shard_offline
+from tests.e2e.jobs_topic import HANDLED_TIMEOUT, job, message, queued_job
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+
+
+def jobs_split_by_shard(user_id: int, url: str, *, each: int) -> tuple[int, list[str], list[str]]:
+    """At least ``each`` queued http jobs on one shard, and ``each`` on the others."""
+    first = queued_job(user_id, url)
+    shard = shard_of(first)
+    on_shard, elsewhere = [first], []
+    for _ in range(50 * each):
+        if len(on_shard) >= each and len(elsewhere) >= each:
+            break
+        job_id = queued_job(user_id, url)
+        (on_shard if shard_of(job_id) == shard else elsewhere).append(job_id)
+    assert len(on_shard) >= each and len(elsewhere) >= each
+    return shard, on_shard, elsewhere
+
+
+def status(job_id: str) -> str:
+    """The job's status, read from its own shard only (another may be offline)."""
+    return Job.objects.using(shard_alias(shard_of(job_id))).get(pk=job_id).status
+
+
+def succeeded(job_ids: list[str]) -> bool:
+    return all(status(job_id) == "succeeded" for job_id in job_ids)
+
+
+def test_a_shard_that_cannot_be_reached_holds_its_jobs_and_not_the_others(
+    make_user, start_worker, receiver, jobs_topic
+):
+    user = make_user()
+    shard, held, others = jobs_split_by_shard(user.pk, receiver.url, each=6)
+    with shard_offline(shard):
+        # The unreachable shard's messages first: each partition's others come after one.
+        jobs_topic.publish(*[(j, message(j, user.pk, attempt=1)) for j in held + others])
+        start_worker("executor", "executor-a")
+        wait_until(lambda: succeeded(others), timeout=HANDLED_TIMEOUT, what="others ran")
+        assert not jobs_topic.all_handled()  # the held messages keep their offsets
+
+    wait_until(lambda: succeeded(held), timeout=HANDLED_TIMEOUT, what="held jobs ran")
+    jobs_topic.wait_until_all_handled()
+    assert receiver.count_by_job() == dict.fromkeys(held + others, 1)
+    assert {job(j).attempts for j in held + others} == {1}
+
+
+@pytest.fixture
+def broker() -> Iterator[KafkaBroker]:
+    """A broker of the test's own, so stopping it cannot disturb the shared one."""
+    root = new_stack_dir("jobsvc-broker-")
+    server = KafkaBroker(root=root / "kafka", port=free_port())
+    server.start()
+    yield server
+    server.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def create_topics(broker: KafkaBroker, messaging) -> None:
+    ensure_topics(
+        bootstrap=broker.bootstrap,
+        topics=[
+            TopicSpec(messaging.jobs_topic, JOBS_PARTITIONS, 1),
+            TopicSpec(messaging.dead_letter_topic, 1, 1),
+        ],
+    )
+
+
+def test_a_dead_letter_topic_that_does_not_acknowledge_holds_back_only_the_failures(
+    broker, make_user, start_worker, receiver, messaging
+):
+    """The broker goes away while the attempts run, and comes back empty (Tansu keeps its
+    topics in memory): the executor's producer must be replaced to publish again."""
+    # ``broker`` comes first so that it is stopped last, after the workers using it.
+    create_topics(broker, messaging)
+    user = make_user()
+    doomed = queued_job(user.pk, receiver.url)
+    receiver.answer(doomed, 404)  # fails for good: it needs its dead letter
+    fine = [queued_job(user.pk, receiver.url) for _ in range(4)]
+    for job_id in [doomed, *fine]:
+        receiver.stall(job_id, 8.0)  # the broker is stopped (it takes seconds) while they run
+    env = {
+        "JOBSVC_KAFKA_BOOTSTRAP": broker.bootstrap,
+        "JOBSVC_EXECUTOR_PUBLISH_TIMEOUT_SECONDS": "1",
+    }
+    start_worker("executor", "executor-a", env=env)
+    producer = BatchProducer(bootstrap=broker.bootstrap, client_id="e2e-test")
+    try:
+        messages = [(doomed.encode(), message(j, user.pk, attempt=1)) for j in [doomed, *fine]]
+        assert producer.publish(messaging.jobs_topic, messages, timeout=10) == []
+    finally:
+        producer.close()
+    wait_until(
+        lambda: all(status(j) == "running" for j in [doomed, *fine]),
+        timeout=HANDLED_TIMEOUT,
+        what="every attempt started",
+    )
+
+    broker.stop()
+    wait_until(lambda: succeeded(fine), timeout=HANDLED_TIMEOUT, what="the successes recorded")
+    assert status(doomed) == "running"  # not failed without its dead letter
+
+    broker.start()
+    create_topics(broker, messaging)
+    wait_until(lambda: status(doomed) == "failed", timeout=HANDLED_TIMEOUT, what="dead-lettered")
+    letters = dead_letters(messaging, bootstrap=broker.bootstrap)
+    assert [letter["job_id"] for letter in letters] == [doomed]
+    assert receiver.count_by_job() == dict.fromkeys([doomed, *fine], 1)
+
+
+def test_a_failure_recorded_after_its_shard_comes_back_is_dead_lettered_once(
+    make_user, start_worker, receiver, jobs_topic, messaging
+):
+    """The shard goes away while the failing attempt runs, so its outcome must wait."""
+    user = make_user()
+    doomed = queued_job(user.pk, receiver.url)
+    receiver.answer(doomed, 404)
+    receiver.stall(doomed, 1.0)
+    executor = start_worker("executor", "executor-a")
+    jobs_topic.publish((doomed, message(doomed, user.pk, attempt=1)))
+    wait_until(lambda: status(doomed) == "running", timeout=HANDLED_TIMEOUT, what="started")
+
+    with shard_offline(shard_of(doomed)):
+        wait_until(lambda: receiver.of(doomed), timeout=HANDLED_TIMEOUT, what="answered")
+        wait_until(
+            lambda: (
+                executor.log().count(f"shard {shard_of(doomed)}: record failed") >= 3
+                or executor.log().count("database error, retrying") >= 3
+            ),
+            timeout=HANDLED_TIMEOUT,
+            what="the executor tried to record it three times",
+        )
+
+    wait_until(lambda: status(doomed) == "failed", timeout=HANDLED_TIMEOUT, what="failed")
+    jobs_topic.wait_until_all_handled()
+    assert [letter["job_id"] for letter in dead_letters(messaging)] == [doomed]
+    assert len(receiver.of(doomed)) == 1
+
+
+def test_jobs_waiting_for_a_handler_thread_do_not_time_out_waiting(
+    make_user, start_worker, receiver, jobs_topic
+):
+    """Two threads, both taken by one user's hanging webhooks (4 s each, their timeout):
+    the others' jobs (2 s timeout) wait for a thread, then run in full."""
+    hog, other = make_user(), make_user()
+    hanging = [queued_job(hog.pk, receiver.url, timeout_seconds=4) for _ in range(2)]
+    for job_id in hanging:
+        receiver.stall(job_id, 10.0)
+    patient = [
+        queued_job(other.pk, receiver.url, timeout_seconds=2, max_attempts=1) for _ in range(2)
+    ]
+    start_worker("executor", "executor-a", env={"JOBSVC_EXECUTOR_CONCURRENCY": "2"})
+    jobs_topic.publish(*[(j, message(j, hog.pk, attempt=1)) for j in hanging])
+    wait_until(
+        lambda: all(status(j) == "running" for j in hanging),
+        timeout=HANDLED_TIMEOUT,
+        what="the webhooks hang",
+    )
+
+    jobs_topic.publish(*[(j, message(j, other.pk, attempt=1)) for j in patient])
+
+    wait_until(
+        lambda: all(status(j) != "queued" and status(j) != "running" for j in patient),
+        timeout=HANDLED_TIMEOUT,
+        what="the others finished",
+    )
+    assert [status(j) for j in patient] == ["succeeded", "succeeded"]
+    assert {job(j).attempts for j in patient} == {1}
+    assert [len(receiver.of(j)) for j in patient] == [1, 1]
+
+
+MAX_UNCOMMITTED = 40  # the executor's limit per partition in the test below
+BATCH_SIZE = 10  # messages per poll: what it may read past the limit in one poll
+
+
+def test_an_executor_stops_reading_a_partition_held_up_by_an_unreachable_shard(
+    make_user, start_worker, receiver, jobs_topic
+):
+    """Memory stays bounded: at-least-once forbids committing past the held message, so
+    the executor stops reading its partition instead of remembering ever more behind it."""
+    user = make_user()
+    shard, [held, *_], others = jobs_split_by_shard(user.pk, receiver.url, each=1)
+    while len(others) < 4 * MAX_UNCOMMITTED:
+        job_id = queued_job(user.pk, receiver.url)
+        if shard_of(job_id) != shard:
+            others.append(job_id)
+
+    def others_succeeded() -> int:
+        aliases = {shard_alias(shard_of(j)) for j in others}
+        return sum(
+            Job.objects.using(alias).filter(pk__in=others, status="succeeded").count()
+            for alias in aliases
+        )
+
+    with shard_offline(shard):
+        # One key, one partition: every other message waits behind the held one.
+        jobs_topic.publish(*[(held, message(j, user.pk, attempt=1)) for j in [held, *others]])
+        executor = start_worker(
+            "executor",
+            "executor-a",
+            env={
+                "JOBSVC_EXECUTOR_MAX_UNCOMMITTED_PER_PARTITION": str(MAX_UNCOMMITTED),
+                "JOBSVC_EXECUTOR_BATCH_SIZE": str(BATCH_SIZE),
+            },
+        )
+        wait_until(
+            lambda: "pausing it" in executor.log(),
+            timeout=HANDLED_TIMEOUT,
+            what="the executor pauses the partition",
+        )
+        retries = executor.log().count(f"shard {shard}: claim failed")
+        wait_until(
+            lambda: executor.log().count(f"shard {shard}: claim failed") >= retries + 2,
+            timeout=HANDLED_TIMEOUT,
+            what="two more claims of the held message failed",
+        )
+        assert 0 < others_succeeded() <= MAX_UNCOMMITTED + BATCH_SIZE
+
+    wait_until(
+        lambda: others_succeeded() == len(others) and status(held) == "succeeded",
+        timeout=HANDLED_TIMEOUT,
+        what="every job ran once the shard is back",
+    )
+    jobs_topic.wait_until_all_handled()
+    assert receiver.count_by_job() == dict.fromkeys([held, *others], 1)

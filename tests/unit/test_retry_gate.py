@@ -1,0 +1,61 @@
+"""A failing shard or topic is tried again after a delay that doubles, up to a cap."""
+
+from __future__ import annotations
+
+import pytest
+
+from executor_worker.retry_gate import RetryGate
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_key_that_never_failed_is_open():
+    assert RetryGate(first_delay=0.1, max_delay=5, clock=Clock()).is_open(3)
+
+
+def test_a_failed_key_is_closed_for_its_delay_then_open_again():
+    clock = Clock()
+    gate = RetryGate(first_delay=0.5, max_delay=5, clock=clock)
+
+    assert gate.failed(1) == 0.5
+    assert not gate.is_open(1)
+    assert gate.is_open(2)  # other keys are not held up
+    clock.now += 0.5
+    assert gate.is_open(1)
+
+
+def test_failures_in_a_row_double_the_delay_up_to_the_cap():
+    gate = RetryGate(first_delay=0.5, max_delay=3, clock=Clock())
+
+    assert [gate.failed("dlq") for _ in range(5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
+
+
+def test_a_success_resets_the_delay():
+    clock = Clock()
+    gate = RetryGate(first_delay=0.5, max_delay=5, clock=clock)
+    gate.failed(1)
+    gate.failed(1)
+
+    gate.succeeded(1)
+
+    assert gate.is_open(1)
+    assert gate.failed(1) == 0.5
+
+
+def test_many_failures_do_not_overflow():
+    gate = RetryGate(first_delay=0.1, max_delay=5, clock=Clock())
+    for _ in range(2000):
+        delay = gate.failed(0)
+    assert delay == 5
+
+
+@pytest.mark.parametrize(("first", "cap"), [(0, 1), (2, 1), (-1, 1)])
+def test_delays_must_be_positive_and_ordered(first, cap):
+    with pytest.raises(ValueError):
+        RetryGate(first_delay=first, max_delay=cap)
