@@ -35,3 +35,8 @@ OFFSET_HOLES = Counter(
     "Holes in a partition's delivered offsets, by outcome (filled by a re-read, or accepted)",
     ["outcome"],
 )
+SHARD_FAILING = Gauge(
+    "jobsvc_executor_shard_failing_seconds",
+    "Seconds every claim or record on the shard has failed in a row (0 while it works)",
+    ["shard"],
+)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 class _Closed:
     failures: int
     until: float
+    since: float  # when the first failure in a row happened
 
 
 class RetryGate:
@@ -41,10 +42,18 @@ class RetryGate:
 
     def failed(self, key: Hashable) -> float:
         """Close the key after a failure; return for how many seconds."""
-        failures = self._closed[key].failures + 1 if key in self._closed else 1
+        now = self._clock()
+        previous = self._closed.get(key)
+        failures = previous.failures + 1 if previous else 1
         delay = min(self.max_delay, self.first_delay * 2 ** min(failures - 1, 60))
-        self._closed[key] = _Closed(failures=failures, until=self._clock() + delay)
+        since = previous.since if previous else now
+        self._closed[key] = _Closed(failures=failures, until=now + delay, since=since)
         return delay
 
     def succeeded(self, key: Hashable) -> None:
         self._closed.pop(key, None)
+
+    def failing_for(self) -> dict[Hashable, float]:
+        """Seconds each key has failed in a row (since its first failure), by key."""
+        now = self._clock()
+        return {key: now - closed.since for key, closed in list(self._closed.items())}

@@ -91,6 +91,7 @@ class ExecutorConfig:
     lease_grace_seconds: float  # added to a job's timeout for its running lease
     drain_timeout: float  # seconds running attempts get to finish at shutdown
     publish_timeout: float  # seconds to wait for the dead-letter topic's acknowledgement
+    unhealthy_after: float = 10.0  # seconds a shard or the DLQ may fail before /readyz does
 
 
 @dataclass(order=True)
@@ -138,6 +139,26 @@ class ExecutorWorker:
         """Ask the worker to shut down; safe from a signal handler, idempotent."""
         self._stopping.set()
 
+    def readiness(self) -> list[str]:
+        """What keeps this executor from its work; empty while it works (``/readyz``).
+
+        A shard database or the dead-letter topic that has failed every try for longer
+        than ``unhealthy_after`` seconds: the executor holds that shard's jobs (and its
+        partitions' offsets) until it answers. Read from another thread; a stale answer
+        by one turn is fine.
+        """
+        problems = [
+            f"shard {shard}: claims or records failed for {seconds:.0f} s"
+            for shard, seconds in sorted(self._shards.failing_for().items())
+            if seconds > self.config.unhealthy_after
+        ]
+        problems += [
+            f"dead-letter topic {topic}: not acknowledged for {seconds:.0f} s"
+            for topic, seconds in self._dead_letters.failing_for().items()
+            if seconds > self.config.unhealthy_after
+        ]
+        return problems
+
     def run(self) -> None:
         self.consumer = JobConsumer(
             bootstrap=self.bootstrap,
@@ -182,6 +203,9 @@ class ExecutorWorker:
         metrics.IN_FLIGHT.set(len(self._running))
         for partition, lag in self.consumer.lag().items():
             metrics.CONSUMER_LAG.labels(str(partition)).set(lag)
+        failing = self._shards.failing_for()
+        for shard in self._stores.keys() | failing.keys():
+            metrics.SHARD_FAILING.labels(str(shard)).set(failing.get(shard, 0.0))
 
     def _turn(self, pool: ThreadPoolExecutor, *, accept_new: bool) -> None:
         self._observe()

@@ -235,6 +235,9 @@ EXECUTOR_PUBLISH_TIMEOUT = env_float("JOBSVC_EXECUTOR_PUBLISH_TIMEOUT_SECONDS", 
 EXECUTOR_LEASE_GRACE = env_float("JOBSVC_EXECUTOR_LEASE_GRACE_SECONDS", 30.0, minimum=1.0)
 EXECUTOR_DRAIN_TIMEOUT = env_float("JOBSVC_EXECUTOR_DRAIN_TIMEOUT_SECONDS", 30.0, minimum=0.0)
 EXECUTOR_METRICS_PORT = env_int("JOBSVC_EXECUTOR_METRICS_PORT", 0, minimum=0)  # 0: off
+# Seconds a shard database (claims, records) or the dead-letter topic may fail every try
+# before the executor's /readyz (on its metrics port) answers 503.
+EXECUTOR_UNHEALTHY_AFTER = env_float("JOBSVC_EXECUTOR_UNHEALTHY_AFTER_SECONDS", 10.0, minimum=1.0)
 RETRY_BASE_DELAY = env_float("JOBSVC_RETRY_BASE_DELAY_SECONDS", 1.0, minimum=0.0)
 RETRY_MAX_DELAY = env_float("JOBSVC_RETRY_MAX_DELAY_SECONDS", 300.0, minimum=0.0)
 

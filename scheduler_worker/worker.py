@@ -12,13 +12,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
 
 from django.db import connections
 
 from coordination.client import connect
 from coordination.shard_ownership import SUSPENDED_LIMIT, ShardOwnership
 from jobsvc.messaging.producer import BatchProducer
+from jobsvc.messaging.renewing_producer import RenewingProducer
 from jobsvc.sharding.shards import shard_alias
 from scheduler_worker import metrics
 from scheduler_worker.dispatcher import DispatchConfig, ShardDispatcher
@@ -29,82 +29,6 @@ logger = logging.getLogger(__name__)
 _DISPATCHER_STOP_TIMEOUT = 30.0  # seconds a dispatcher may take to finish its round
 _HEALTH_CHECK_INTERVAL = 1.0  # seconds between checks for shards failing on this worker
 _REACQUIRE_DELAY = 1.0  # seconds before a fenced shard that ZooKeeper still gives us is retaken
-
-
-class _RenewingProducer:
-    """The worker's BatchProducer, replaced by a new one when it stops working.
-
-    An idempotent producer can get stuck for good when the broker loses its state (a
-    restarted in-memory broker no longer knows the producer id): every later call raises a
-    fatal error, or every message fails or times out. So a producer that raised is replaced
-    at once, and one that fails a whole batch is replaced at most every RENEW_INTERVAL (while
-    the broker is simply down, every batch fails too, and a new producer does no harm). The
-    old one is closed in the background: its last delivery reports still arrive. Failed
-    messages are reported, so the dispatcher makes their jobs due again; a message the
-    broker did take becomes a duplicate, which the executor drops.
-    """
-
-    RENEW_INTERVAL = 5.0  # seconds between replacements of a producer failing whole batches
-
-    def __init__(self, make: Callable[[], BatchProducer], *, close_timeout: float) -> None:
-        self._make = make
-        self._close_timeout = close_timeout
-        self._current = make()
-        self._renewed_at = time.monotonic()
-        self._lock = threading.Lock()
-
-    def send(
-        self,
-        topic: str,
-        messages: Sequence[tuple[bytes, bytes]],
-        *,
-        on_done: Callable[[list[int]], None],
-        timeout: float,
-    ) -> None:
-        producer = self._current
-
-        def check(failed: list[int]) -> None:
-            try:
-                self._check(producer, sent=len(messages), failed=failed)
-            finally:
-                on_done(failed)
-
-        producer.send(topic, messages, on_done=check, timeout=timeout)
-        # A producer that raised is replaced now, not when the batch's last report comes.
-        self._check(producer, sent=len(messages), failed=[])
-
-    def publish(
-        self, topic: str, messages: Sequence[tuple[bytes, bytes]], *, timeout: float
-    ) -> list[int]:
-        producer = self._current
-        failed = producer.publish(topic, messages, timeout=timeout)
-        self._check(producer, sent=len(messages), failed=failed)
-        return failed
-
-    def _check(self, producer: BatchProducer, *, sent: int, failed: list[int]) -> None:
-        """Replace the producer if it raised, or (not too often) if it failed a whole batch."""
-        if producer.broken:
-            self._renew(producer, at_once=True)
-        elif sent and len(failed) == sent:
-            self._renew(producer, at_once=False)
-
-    def close(self) -> None:
-        self._current.close(self._close_timeout)
-
-    def _renew(self, producer: BatchProducer, *, at_once: bool) -> None:
-        with self._lock:
-            if self._current is not producer:
-                return  # another dispatcher replaced it already
-            if not at_once and time.monotonic() - self._renewed_at < self.RENEW_INTERVAL:
-                return
-            logger.warning(
-                "replacing the Kafka producer: %s", "it raised" if at_once else "a batch failed"
-            )
-            self._current = self._make()
-            self._renewed_at = time.monotonic()
-        threading.Thread(
-            target=producer.close, args=(self._close_timeout,), name="close-producer", daemon=True
-        ).start()
 
 
 class SchedulerWorker:
@@ -135,7 +59,7 @@ class SchedulerWorker:
         self._dispatchers: dict[int, ShardDispatcher] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._producer: _RenewingProducer | None = None
+        self._producer: RenewingProducer | None = None
         self._ownership: ShardOwnership | None = None
         self._stepped_back_until: float | None = None  # monotonic time to join again
 
@@ -155,7 +79,7 @@ class SchedulerWorker:
         # failed, and the dispatcher makes its job due again (should the broker have taken
         # it after all, the executor drops the duplicate).
         timeout_ms = round(self.dispatch.publish_timeout * 1000)
-        self._producer = _RenewingProducer(
+        self._producer = RenewingProducer(
             lambda: BatchProducer(
                 bootstrap=self.kafka_bootstrap,
                 client_id=f"scheduler-{self.worker_id}",

@@ -23,6 +23,7 @@ from jobsvc.sharding.shards import shard_alias
 from tests.e2e.conftest import JOBS_PARTITIONS
 from tests.e2e.dead_letters import dead_letters
 from tests.e2e.faults import shard_offline
+from tests.e2e.health import readyz
 from tests.e2e.jobs_topic import HANDLED_TIMEOUT, job, message, queued_job
 from tests.waiting import wait_until
 
@@ -57,14 +58,23 @@ def test_a_shard_that_cannot_be_reached_holds_its_jobs_and_not_the_others(
 ):
     user = make_user()
     shard, held, others = jobs_split_by_shard(user.pk, receiver.url, each=6)
+    port = free_port()
+    health = {
+        "JOBSVC_EXECUTOR_METRICS_PORT": str(port),
+        "JOBSVC_EXECUTOR_UNHEALTHY_AFTER_SECONDS": "1",
+    }
     with shard_offline(shard):
         # The unreachable shard's messages first: each partition's others come after one.
         jobs_topic.publish(*[(j, message(j, user.pk, attempt=1)) for j in held + others])
-        start_worker("executor", "executor-a")
+        start_worker("executor", "executor-a", env=health)
         wait_until(lambda: succeeded(others), timeout=HANDLED_TIMEOUT, what="others ran")
         assert not jobs_topic.all_handled()  # the held messages keep their offsets
+        # It says so: /readyz names the shard it cannot use.
+        wait_until(lambda: readyz(port)[0] == 503, timeout=HANDLED_TIMEOUT, what="unready")
+        assert any(f"shard {shard}" in problem for problem in readyz(port)[1]["problems"])
 
     wait_until(lambda: succeeded(held), timeout=HANDLED_TIMEOUT, what="held jobs ran")
+    assert readyz(port)[0] == 200
     jobs_topic.wait_until_all_handled()
     assert receiver.count_by_job() == dict.fromkeys(held + others, 1)
     assert {job(j).attempts for j in held + others} == {1}

@@ -7,10 +7,6 @@ naming the shard, it steps back, and the other scheduler dispatches the shard's 
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
-
 import pytest
 from django.conf import settings
 
@@ -18,22 +14,13 @@ from coordination.assignment import assign_shards
 from deploy.localstack.ports import free_port
 from jobsvc.jobs.models import ShardLease
 from jobsvc.sharding.shards import shard_alias, shard_ids
+from tests.e2e.health import readyz
 from tests.e2e.jobs import create, due_in, spec, status_counts
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
 UNHEALTHY_AFTER = 2.0  # seconds of failed rounds before /readyz answers 503
-
-
-def readyz(port: int) -> tuple[int, dict]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
-    except OSError:
-        return 0, {}  # not serving yet
 
 
 def test_a_scheduler_that_cannot_reach_a_shard_turns_unready_and_hands_it_over(

@@ -59,3 +59,17 @@ def test_many_failures_do_not_overflow():
 def test_delays_must_be_positive_and_ordered(first, cap):
     with pytest.raises(ValueError):
         RetryGate(first_delay=first, max_delay=cap)
+
+
+def test_failing_for_counts_from_the_first_failure_in_a_row():
+    clock = Clock()
+    gate = RetryGate(first_delay=0.5, max_delay=3, clock=clock)
+    gate.failed(1)
+    clock.now += 4
+    gate.failed(1)
+    gate.failed(2)
+    clock.now += 1
+
+    assert gate.failing_for() == {1: 5.0, 2: 1.0}
+    gate.succeeded(1)
+    assert gate.failing_for() == {2: 1.0}

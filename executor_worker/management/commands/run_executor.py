@@ -8,7 +8,6 @@ import socket
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from prometheus_client import start_http_server
 
 from executor_worker.runner import AttemptRunner
 from executor_worker.worker import ExecutorConfig, ExecutorWorker
@@ -17,6 +16,7 @@ from jobsvc.handlers.setup import registry_from_settings
 from jobsvc.logs import WORKER_ID_ENV
 from jobsvc.messaging.producer import BatchProducer
 from jobsvc.messaging.renewing_producer import RenewingProducer
+from jobsvc.worker_endpoint import serve_worker_endpoint
 
 
 class Command(BaseCommand):
@@ -62,6 +62,7 @@ class Command(BaseCommand):
                 lease_grace_seconds=settings.EXECUTOR_LEASE_GRACE,
                 drain_timeout=settings.EXECUTOR_DRAIN_TIMEOUT,
                 publish_timeout=settings.EXECUTOR_PUBLISH_TIMEOUT,
+                unhealthy_after=settings.EXECUTOR_UNHEALTHY_AFTER,
             ),
             runner=AttemptRunner(
                 registry=registry,
@@ -71,7 +72,7 @@ class Command(BaseCommand):
             producer=producer,
         )
         if settings.EXECUTOR_METRICS_PORT:
-            start_http_server(settings.EXECUTOR_METRICS_PORT)
+            serve_worker_endpoint(port=settings.EXECUTOR_METRICS_PORT, readiness=worker.readiness)
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: worker.stop())
         worker.run()
