@@ -6,6 +6,7 @@ import argparse
 import logging
 import random
 import shlex
+import signal
 import sys
 from pathlib import Path
 
@@ -41,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("chaos-results"))
     parser.add_argument("--keep", action="store_true", help="keep the stack's data and logs")
     args = parser.parse_args(argv)
+    # SIGTERM (a test's timeout, a CI cancel) unwinds like Ctrl-C: the stack is stopped.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s chaos %(levelname)s %(message)s", datefmt="%H:%M:%S"
     )

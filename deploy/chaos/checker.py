@@ -107,7 +107,7 @@ def recovery(
 ) -> dict:
     heal = event.healed_at
     first_start: dict[int, float] = {}
-    last_late_start = None
+    last_late_start, last_late = None, None
     for job in created:
         row = rows.get(job.job_id)
         if row is None or row.started_at is None:
@@ -116,8 +116,14 @@ def recovery(
             first_start[row.shard] = min(first_start.get(row.shard, row.started_at), row.started_at)
         in_window = event.injected_at <= job.execute_at < (next_injected_at or float("inf"))
         due = max(job.execute_at, job.acknowledged_at)
-        if in_window and row.started_at - due > ON_TIME_SECONDS:
-            last_late_start = max(last_late_start or 0.0, row.started_at)
+        late = in_window and row.started_at - due > ON_TIME_SECONDS
+        if late and (last_late_start is None or row.started_at > last_late_start):
+            last_late_start = row.started_at
+            last_late = {
+                "job": job.job_id,
+                "shard": row.shard,
+                "late_s": round(row.started_at - due, 2),
+            }
     running = max(first_start.values()) - heal if len(first_start) == shards else None
     api = next((at - heal for at in sorted(acks) if at >= heal), None)
     return {
@@ -126,4 +132,5 @@ def recovery(
         if last_late_start is None
         else round(max(0.0, last_late_start - heal), 2),
         "api_again_s": None if api is None else round(api, 2),
+        "last_late_job": last_late,
     }

@@ -26,7 +26,7 @@ from .workload import Workload
 logger = logging.getLogger(__name__)
 
 RECOVERY_TIMEOUT = 30.0  # seconds after a heal to wait for every shard to run jobs again
-SETTLE_SECONDS = 2.0  # undisturbed running between faults
+SETTLE_SECONDS = 1.0  # undisturbed running between faults
 DRAIN_TIMEOUT = 90.0  # seconds after the client stops for every job to finish
 POLL_SECONDS = 0.25
 TERMINAL = {"succeeded", "failed", "cancelled"}
