@@ -13,7 +13,7 @@ from pathlib import Path
 from . import report
 from .runner import Options, run_campaign
 
-DEFAULT_MIXED = 10  # faults drawn at random after the single pass
+DEFAULT_MIXED = 15  # faults drawn at random after the single pass
 DEFAULT_RATE = 20.0  # creates per second
 
 
