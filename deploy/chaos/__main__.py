@@ -39,6 +39,13 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="comma-separated fault names to keep, e.g. 'kill api,restart broker'",
     )
+    parser.add_argument(
+        "--timing",
+        action="append",
+        default=[],
+        metavar="VARIABLE=VALUE",
+        help="a worker setting over the fast timings (JOBSVC_SCHEDULER_QUEUED_TIMEOUT_SECONDS=60)",
+    )
     parser.add_argument("--out", type=Path, default=Path("chaos-results"))
     parser.add_argument("--keep", action="store_true", help="keep the stack's data and logs")
     args = parser.parse_args(argv)
@@ -56,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         rate=args.rate,
         out=args.out,
         keep=args.keep,
+        timings=tuple(tuple(item.split("=", 1)) for item in args.timing),
         only=tuple(name.strip() for name in args.only.split(",") if name.strip()),
     )
     result = run_campaign(options)

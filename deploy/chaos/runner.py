@@ -40,6 +40,7 @@ class Options:
     rate: float  # creates per second
     out: Path
     keep: bool = False  # keep the stack's directory (data and logs)
+    timings: tuple[tuple[str, str], ...] = ()  # settings over the fast timings
     only: tuple[str, ...] = ()  # fault names (prefixes) to keep; empty: all (development runs)
 
 
@@ -59,7 +60,10 @@ def plan(system: System, options: Options, rng: random.Random) -> list[Fault]:
 def run_campaign(options: Options) -> dict:
     rng = random.Random(options.seed)
     started = time.time()
-    system, receiver = System(replicas=options.replicas), Receiver().start()
+    system, receiver = (
+        System(replicas=options.replicas, timings=dict(options.timings)),
+        Receiver().start(),
+    )
     workload: Workload | None = None
     probe = ShardProbe(system)
     try:

@@ -49,9 +49,17 @@ FAST_TIMINGS = {
 class System:
     """`start()` the stack and the apps; `stop()` everything (idempotent)."""
 
-    def __init__(self, *, replicas: int, schedulers: int = 2, executors: int = 2) -> None:
+    def __init__(
+        self,
+        *,
+        replicas: int,
+        timings: dict[str, str] | None = None,
+        schedulers: int = 2,
+        executors: int = 2,
+    ) -> None:
         self.root: Path = new_stack_dir("jobsvc-chaos-")
         self.replicas = replicas
+        self.timings = {**FAST_TIMINGS, **(timings or {})}
         self.stack: Stack | None = None
         self.api_url = ""
         self._counts = (schedulers, executors)
@@ -75,7 +83,7 @@ class System:
             schedulers=schedulers,
             executors=executors,
         ):
-            self._specs[spec.name] = (spec.argv, {**FAST_TIMINGS, **spec.env})
+            self._specs[spec.name] = (spec.argv, {**self.timings, **spec.env})
             self.start_app(spec.name)
         self.wait_for_api()
 
