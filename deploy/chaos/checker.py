@@ -55,12 +55,13 @@ class Tally:
         }
 
 
-def window_of(events: list[FaultEvent], at: float) -> str:
-    name = "before any fault"
+def window_of(events: list[FaultEvent], at: float) -> int:
+    """The index of the last fault injected at or before `at`; -1 before the first."""
+    window = -1
     for index, event in enumerate(events):
         if at >= event.injected_at:
-            name = f"{index + 1}. {event.fault}"
-    return name
+            window = index
+    return window
 
 
 def classify(
@@ -68,16 +69,18 @@ def classify(
     rows: dict[str, JobRow],
     deliveries: list[Delivery],
     events: list[FaultEvent],
-) -> tuple[Tally, dict[str, Tally]]:
+) -> tuple[Tally, Tally, list[Tally]]:
+    """Every job judged: in total, before the first fault, and per fault (as `events`)."""
     by_job: dict[str, list[Delivery]] = defaultdict(list)
     for delivery in deliveries:
         by_job[delivery.job_id].append(delivery)
-    total, per_window = Tally(), defaultdict(Tally)
+    total, before, per_fault = Tally(), Tally(), [Tally() for _ in events]
     for job in created:
-        window = per_window[window_of(events, job.execute_at)]
+        index = window_of(events, job.execute_at)
+        window = before if index < 0 else per_fault[index]
         for tally in (total, window):
             _judge(job, rows.get(job.job_id), by_job.get(job.job_id, []), tally)
-    return total, dict(per_window)
+    return total, before, per_fault
 
 
 def _judge(job: Created, row: JobRow | None, delivered: list[Delivery], tally: Tally) -> None:

@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .checker import Tally, classify, recovery
+from .checker import classify, recovery
 from .faults import Fault, FaultEvent, failover, faults_for, run_fault
-from .history import ShardProbe, job_rows
-from .receiver import Receiver
+from .history import JobRow, ShardProbe, job_rows
+from .receiver import Delivery, Receiver
 from .system import System
 from .workload import Workload
 
@@ -60,10 +60,8 @@ def plan(system: System, options: Options, rng: random.Random) -> list[Fault]:
 def run_campaign(options: Options) -> dict:
     rng = random.Random(options.seed)
     started = time.time()
-    system, receiver = (
-        System(replicas=options.replicas, timings=dict(options.timings)),
-        Receiver().start(),
-    )
+    system = System(replicas=options.replicas, timings=dict(options.timings))
+    receiver = Receiver().start()
     workload: Workload | None = None
     probe = ShardProbe(system)
     try:
@@ -74,45 +72,15 @@ def run_campaign(options: Options) -> dict:
         shards = len(system.shard_urls())
         _wait_running(probe, shards, since=time.time(), workload=workload)
         events: list[FaultEvent] = []
-        recovered: list[float | None] = []
         for fault in plan(system, options, rng):
             events.append(run_fault(fault, system))
-            recovered.append(
-                _wait_running(probe, shards, since=events[-1].healed_at, workload=workload)
-            )
+            _wait_running(probe, shards, since=events[-1].healed_at, workload=workload)
             time.sleep(SETTLE_SECONDS)  # the schedule: undisturbed running between faults
         workload.stop()
         rows = _drain(system, workload)
-        deliveries = receiver.deliveries()
-        total, per_window = classify(workload.created, rows, deliveries, events)
-        return {
-            "seed": options.seed,
-            "replicas": options.replicas,
-            "rate": options.rate,
-            "seconds": round(time.time() - started, 1),
-            "indeterminate_creates": workload.indeterminate,
-            "deliveries": len(deliveries),
-            "total": total.as_dict(),
-            "faults": [
-                {
-                    "fault": event.fault,
-                    "detail": event.detail,
-                    "injected_at": event.injected_at,
-                    "held_s": round(event.healed_at - event.injected_at, 2),
-                    **recovery(
-                        event,
-                        events[index + 1].injected_at if index + 1 < len(events) else None,
-                        workload.created,
-                        rows,
-                        workload.acks,
-                        shards,
-                    ),
-                    "check": per_window.get(f"{index + 1}. {event.fault}", _empty()).as_dict(),
-                }
-                for index, event in enumerate(events)
-            ],
-            "before_faults": per_window.get("before any fault", _empty()).as_dict(),
-        }
+        result = _result(events, workload, rows, receiver.deliveries(), shards=shards)
+        return {"seed": options.seed, "replicas": options.replicas, "rate": options.rate,
+                "seconds": round(time.time() - started, 1), **result}  # fmt: skip
     finally:
         if workload is not None:
             workload.stop()
@@ -122,8 +90,36 @@ def run_campaign(options: Options) -> dict:
         _keep_logs(system, options)
 
 
-def _empty() -> Tally:
-    return Tally()
+def _result(
+    events: list[FaultEvent],
+    workload: Workload,
+    rows: dict[str, JobRow],
+    deliveries: list[Delivery],
+    *,
+    shards: int,
+) -> dict:
+    """Every job classified, in total and per fault, with each fault's recovery."""
+    total, before, per_fault = classify(workload.created, rows, deliveries, events)
+    faults = []
+    for index, event in enumerate(events):
+        next_injected_at = events[index + 1].injected_at if index + 1 < len(events) else None
+        faults.append(
+            {
+                "fault": event.fault,
+                "detail": event.detail,
+                "injected_at": event.injected_at,
+                "held_s": round(event.healed_at - event.injected_at, 2),
+                **recovery(event, next_injected_at, workload.created, rows, workload.acks, shards),
+                "check": per_fault[index].as_dict(),
+            }
+        )
+    return {
+        "indeterminate_creates": workload.indeterminate,
+        "deliveries": len(deliveries),
+        "total": total.as_dict(),
+        "faults": faults,
+        "before_faults": before.as_dict(),
+    }
 
 
 def _wait_running(
