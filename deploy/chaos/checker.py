@@ -7,11 +7,12 @@
 - early: started (by its row or by a delivery) before `execute_at`;
 - late: started more than `LATE_SECONDS` after it was due (or acknowledged, if later).
 
-A job belongs to the fault whose window (from its injection to the next one) holds its
-`execute_at`. Recovery of a fault, from its heal: *running again* when every shard has
-started a job due after the heal; *on time again* when the last job of the window that
-started more than `ON_TIME_SECONDS` late had started; *API* when the first create after
-the heal was acknowledged.
+A job belongs to the last fault injected before it should have started (`execute_at` +
+`ON_TIME_SECONDS`): a job due a moment before a fault is that fault's too. Recovery of a
+fault, from its heal: *running again* when every shard has started a job due after the
+heal; *on time again* when the last job of the window that started more than
+`ON_TIME_SECONDS` late had started; *API* when the first create after the heal was
+acknowledged.
 """
 
 from __future__ import annotations
@@ -55,11 +56,12 @@ class Tally:
         }
 
 
-def window_of(events: list[FaultEvent], at: float) -> int:
-    """The index of the last fault injected at or before `at`; -1 before the first."""
+def window_of(events: list[FaultEvent], execute_at: float) -> int:
+    """The index of the last fault injected before a job due at `execute_at` should have
+    started; -1 before the first."""
     window = -1
     for index, event in enumerate(events):
-        if at >= event.injected_at:
+        if execute_at + ON_TIME_SECONDS >= event.injected_at:
             window = index
     return window
 
@@ -117,7 +119,8 @@ def recovery(
             continue
         if job.execute_at >= heal and row.started_at >= heal:
             first_start[row.shard] = min(first_start.get(row.shard, row.started_at), row.started_at)
-        in_window = event.injected_at <= job.execute_at < (next_injected_at or float("inf"))
+        should_start = job.execute_at + ON_TIME_SECONDS
+        in_window = event.injected_at <= should_start < (next_injected_at or float("inf"))
         due = max(job.execute_at, job.acknowledged_at)
         late = in_window and row.started_at - due > ON_TIME_SECONDS
         if late and (last_late_start is None or row.started_at > last_late_start):

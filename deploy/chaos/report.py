@@ -47,7 +47,7 @@ def markdown(result: dict, *, command: str) -> str:
         f"lost: not succeeded at the end (or an http job never delivered); dup: a (job, "
         f"attempt) delivered twice; early: started before execute_at; re-run: delivered in "
         f"several attempts; late: started > {LATE_SECONDS:g} s after due. A job counts "
-        "under the fault in whose window (injection to next injection) it was due. "
+        "under the last fault injected before it should have started (due + 1 s). "
         "Recovery from the heal: every shard started a job due after it; the last job of "
         "the window started > 1 s late started; the API acknowledged a create.",
         "",

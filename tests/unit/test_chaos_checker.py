@@ -84,6 +84,14 @@ def test_a_job_counts_under_the_fault_whose_window_holds_its_due_time():
     assert [before.jobs, *(tally.jobs for tally in per_fault)] == [1, 1, 1]
 
 
+def test_a_job_due_just_before_a_fault_counts_under_that_fault():
+    jobs = [created("just-before", due=FAULT.injected_at - 0.5)]
+
+    _, before, [during] = classify(jobs, {"just-before": row("just-before")}, [], [FAULT])
+
+    assert [before.jobs, during.jobs] == [0, 1]
+
+
 def test_recovery_waits_for_every_shard_and_for_the_last_late_start():
     jobs = [created("late", due=992.0), created("s0", due=995.0), created("s1", due=996.0)]
     rows = {
