@@ -7,6 +7,7 @@
 #   make lint         ruff check + ruff format --check
 #   make check-deploy docker-compose.yml, Dockerfile, Prometheus rules, Grafana dashboards (no servers)
 #   make bench        the benchmark suite on a throwaway stack (ARGS='--quick' for a short run)
+#   make chaos        the fault campaign on a throwaway stack (ARGS='--replicas 1 --seed N')
 #   make clean        caches; keeps .venv and the local data
 #   make clean-state  delete .state/: ALL local data, logs and secrets (no confirmation)
 #
@@ -29,7 +30,7 @@ APT_PACKAGES := postgresql zookeeper default-jre-headless python3-venv prometheu
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 ARGS ?=
 
-.PHONY: help bootstrap system-packages run test unit lint check-deploy bench clean clean-state
+.PHONY: help bootstrap system-packages run test unit lint check-deploy bench chaos clean clean-state
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -87,6 +88,12 @@ bench: bootstrap
 	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$$package"; }; \
 	done
 	$(PYTHON) -m deploy.localstack bench $(ARGS)
+
+# The whole system under a nemesis (deploy/chaos): its own stack of real servers, jobs
+# through the API, one fault at a time, then mixed at random with a printed seed; exits 1
+# if a job was lost, run twice for one attempt, or started early. Table in chaos-results/.
+chaos: bootstrap
+	$(PYTHON) -m deploy.chaos $(ARGS)
 
 clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -print0 | xargs -0 rm -rf

@@ -13,7 +13,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 class WorkerProcess:
     """One process (by default ``manage.py run_<kind> --worker-id <name>``) with its own log
-    file; signals are sent to it alone."""
+    file (``append``: after what an earlier process of that name wrote); signals are sent
+    to it alone."""
 
     def __init__(
         self,
@@ -24,11 +25,12 @@ class WorkerProcess:
         log_dir: Path,
         args: tuple = (),
         argv: list[str] | None = None,
+        append: bool = False,
     ) -> None:
         self.kind = kind
         self.name = name
         self.log_path = log_dir / f"{name}.log"
-        self._log = self.log_path.open("wb")
+        self._log = self.log_path.open("ab" if append else "wb")  # append: a restart's log
         self.process = subprocess.Popen(
             argv or [sys.executable, "manage.py", f"run_{kind}", "--worker-id", name, *args],
             cwd=REPO,

@@ -1,0 +1,75 @@
+"""What happened, read back at the end: every job's row in its shard, and the receiver's
+deliveries; and, while the campaign runs, whether every shard runs jobs again."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import psycopg
+
+from .system import System
+
+ROWS = (
+    "SELECT id, status, attempts, extract(epoch FROM execute_at)::float8,"
+    " extract(epoch FROM started_at)::float8, extract(epoch FROM finished_at)::float8"
+    " FROM jobs"
+)
+# A job started at or after `since` that was due at or after `since`: the shard runs new work.
+STARTED_SINCE = (
+    "SELECT 1 FROM jobs WHERE execute_at >= to_timestamp(%(since)s)"
+    " AND started_at >= to_timestamp(%(since)s) LIMIT 1"
+)
+
+
+@dataclass(frozen=True)
+class JobRow:
+    id: str
+    status: str
+    attempts: int
+    execute_at: float  # Unix seconds
+    started_at: float | None  # of the last attempt
+    finished_at: float | None
+    shard: int
+
+
+def job_rows(system: System) -> dict[str, JobRow]:
+    rows: dict[str, JobRow] = {}
+    for shard in range(len(system.shard_urls())):
+        with system.shard_connection(shard) as conn:
+            for row in conn.execute(ROWS).fetchall():
+                rows[row[0]] = JobRow(*row, shard=shard)
+    return rows
+
+
+class ShardProbe:
+    """Asks each shard whether it ran new work since a moment; reconnects after a fault."""
+
+    def __init__(self, system: System) -> None:
+        self._system = system
+        self._connections: dict[int, psycopg.Connection] = {}
+
+    def shards_running_since(self, since: float) -> set[int]:
+        running = set()
+        for shard in range(len(self._system.shard_urls())):
+            try:
+                if self._conn(shard).execute(STARTED_SINCE, {"since": since}).fetchone():
+                    running.add(shard)
+            except psycopg.Error:
+                self._drop(shard)
+        return running
+
+    def close(self) -> None:
+        for shard in list(self._connections):
+            self._drop(shard)
+
+    def _conn(self, shard: int) -> psycopg.Connection:
+        if shard not in self._connections:
+            self._connections[shard] = self._system.shard_connection(shard)
+        return self._connections[shard]
+
+    def _drop(self, shard: int) -> None:
+        conn = self._connections.pop(shard, None)
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
