@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "jobsvc.accounts",
     "jobsvc.jobs",
+    "jobsvc.cluster",
     "scheduler_worker",
     "executor_worker",
 ]
