@@ -114,6 +114,9 @@ def _admin(bootstrap: str, timeout: float) -> AdminClient:
             "bootstrap.servers": bootstrap,
             "socket.connection.setup.timeout.ms": str(max(1000, milliseconds)),  # its minimum
             "socket.timeout.ms": str(milliseconds),
+            # A broker that cannot be reached is reported by the call that needed it (the
+            # page says so); librdkafka's own connection errors on stderr add nothing.
+            "log_level": 2,
         }
     )
 
