@@ -5,7 +5,8 @@ ServiceError
 │   └── JobNotFound
 ├── Conflict            the request is valid but the thing's state forbids it
 │   ├── JobNotCancellable
-│   └── IdempotencyKeyReused
+│   ├── IdempotencyKeyReused
+│   └── UsernameTaken
 ├── Forbidden           the caller may not do this
 │   ├── SignupDisabled
 │   └── JobWeightNeedsStaff
@@ -54,6 +55,12 @@ class IdempotencyKeyReused(Conflict):
     """The Idempotency-Key was first used with a different request."""
 
     code = "idempotency_key_reused"
+
+
+class UsernameTaken(Conflict):
+    """Another user has this username."""
+
+    code = "username_taken"
 
 
 class Forbidden(ServiceError):

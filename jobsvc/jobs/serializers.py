@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from jobsvc.jobs.models import Job, JobStatus
@@ -43,20 +45,45 @@ def job_to_dict(job: Job | JobRow) -> dict[str, Any]:
 
 
 class JobCreateInput(serializers.Serializer):
-    """One job. POST a JSON list of up to JOBSVC_MAX_BULK_JOBS of these to create many."""
+    """One job. POST a JSON list of up to JOBSVC_MAX_BULK_JOBS of these to create many.
 
-    message = serializers.CharField(help_text="The job's payload; at most 64 KiB of UTF-8.")
-    execute_at = serializers.DateTimeField(
-        help_text="When the job is due: ISO 8601 with a time zone (Z or an offset)."
+    Documentation only (``jobsvc.jobs.specs`` validates): the bounds are the settings the
+    validation reads, so the schema states exactly what is accepted; null in an optional
+    field means its default.
+    """
+
+    message = serializers.CharField(
+        max_length=settings.MAX_MESSAGE_BYTES,
+        validators=[RegexValidator(r"^[^\x00]*$")],
+        help_text="The job's payload: at most 64 KiB of UTF-8, no NUL characters.",
     )
-    handler = serializers.CharField(
-        required=False, help_text='What runs the job: "default" (records it), "http", "kafka".'
+    execute_at = serializers.DateTimeField(
+        help_text="When the job is due: ISO 8601 with a time zone (Z or an offset), "
+        "within 365 days of now."
+    )
+    handler = serializers.ChoiceField(
+        choices=sorted(settings.JOB_HANDLERS),
+        required=False,
+        allow_null=True,
+        help_text='What runs the job: "default" (records it), "http", "kafka".',
     )
     handler_params = serializers.DictField(
-        required=False, help_text='http: {"url": ...}; kafka: {"topic": ...}.'
+        required=False, allow_null=True, help_text='http: {"url": ...}; kafka: {"topic": ...}.'
     )
-    max_attempts = serializers.IntegerField(required=False, help_text="Attempts before failing.")
-    timeout_seconds = serializers.FloatField(required=False, help_text="Per-attempt timeout.")
+    max_attempts = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=settings.JOB_MAX_ATTEMPTS_LIMIT,
+        help_text="Attempts before failing.",
+    )
+    timeout_seconds = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        min_value=0.001,
+        max_value=settings.JOB_TIMEOUT_LIMIT_SECONDS,
+        help_text="Per-attempt timeout.",
+    )
 
 
 class JobOutput(serializers.Serializer):

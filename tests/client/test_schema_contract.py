@@ -34,6 +34,15 @@ def resolve(schema: dict, node: dict) -> dict:
     return node
 
 
+def non_null(schema: dict, node: dict) -> dict:
+    """A nullable enum is drf-spectacular's oneOf [the enum, NullEnum]: the enum."""
+    if "oneOf" not in node:
+        return node
+    options = [resolve(schema, option) for option in node["oneOf"]]
+    [option] = [o for o in options if o.get("enum") != [None]]
+    return {**option, "nullable": True}
+
+
 def operation(schema: dict, name: str) -> dict:
     method, path = OPERATIONS[name]
     assert path in schema["paths"], f"{name}: {path} is not in the schema"
@@ -76,7 +85,7 @@ def assert_fields_match(schema: dict, shape: dict, cls: type, *, skip=("extra",)
         if field.name in skip:
             continue
         assert field.name in shape["properties"], f"{cls.__name__}.{field.name} not in the schema"
-        declared = resolve(schema, shape["properties"][field.name])
+        declared = non_null(schema, resolve(schema, shape["properties"][field.name]))
         expected, nullable = json_type(hints[field.name])
         for key, value in expected.items():
             assert declared.get(key) == value, f"{cls.__name__}.{field.name}: {declared}"
