@@ -73,3 +73,10 @@ def test_an_unreachable_shard_is_named_and_the_others_are_shown(staff_browser):
     assert html.count("shard database unavailable") == 1
     row = html[html.index('data-shard="1"') :].split("</tr>")[0]
     assert "shard database unavailable" in row
+
+
+def test_the_admin_home_page_links_to_the_cluster_page(staff_browser):
+    response = staff_browser.get("/admin/")
+
+    assert response.status_code == 200
+    assert f'href="{URL}"' in response.content.decode()
