@@ -12,6 +12,7 @@ minutes): SCHEMATHESIS_MAX_EXAMPLES=700 SCHEMATHESIS_TIMEOUT_SECONDS=3000.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 
@@ -27,6 +28,9 @@ pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 MAX_EXAMPLES = os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "10")  # per operation and phase
 SEED = os.environ.get("SCHEMATHESIS_SEED", "20261123")  # a fixed seed: a failure reproduces
 TIMEOUT = float(os.environ.get("SCHEMATHESIS_TIMEOUT_SECONDS", "900"))  # for the whole run
+# More options for schemathesis run, e.g. "--report har --report-dir /tmp/st" to keep every
+# request and response.
+EXTRA_ARGS = shlex.split(os.environ.get("SCHEMATHESIS_ARGS", ""))
 # Sign-up and log-in are called thousands of times from one address.
 UNTHROTTLED = {"JOBSVC_LOGIN_THROTTLE_RATE": "100000/s", "JOBSVC_SIGNUP_THROTTLE_RATE": "100000/s"}
 
@@ -53,6 +57,7 @@ def test_every_generated_request_is_answered_as_the_schema_says(make_user, tmp_p
                 "--generation-database",
                 ":memory:",
                 "--no-color",
+                *EXTRA_ARGS,
             ],
             capture_output=True,
             text=True,
