@@ -25,8 +25,10 @@ REQUIREMENTS_STAMP := $(VENV)/.requirements-installed
 REQUIREMENTS := $(wildcard requirements/*.txt)
 # Debian packages the stack needs: PostgreSQL server binaries, ZooKeeper (and the Java
 # runtime it runs on), the venv module Debian ships separately from python3, and
-# Prometheus (`make run` starts one; the tests run its `promtool` on the alert rules).
-APT_PACKAGES := postgresql zookeeper default-jre-headless python3-venv prometheus
+# Prometheus (`make run` starts one; the tests run its `promtool` on the alert rules), and
+# Chromium with its WebDriver (the admin's cluster page is tested in a headless browser).
+APT_PACKAGES := postgresql zookeeper default-jre-headless python3-venv prometheus \
+	chromium chromium-driver
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 ARGS ?=
 

@@ -7,7 +7,8 @@ ServiceError
 │   ├── JobNotCancellable
 │   ├── JobNotReschedulable
 │   ├── JobNotRetryable
-│   └── IdempotencyKeyReused
+│   ├── IdempotencyKeyReused
+│   └── UsernameTaken
 ├── Forbidden           the caller may not do this
 │   ├── SignupDisabled
 │   ├── JobWeightNeedsStaff
@@ -72,6 +73,12 @@ class IdempotencyKeyReused(Conflict):
     """The Idempotency-Key was first used with a different request."""
 
     code = "idempotency_key_reused"
+
+
+class UsernameTaken(Conflict):
+    """Another user has this username."""
+
+    code = "username_taken"
 
 
 class Forbidden(ServiceError):

@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "jobsvc.accounts",
     "jobsvc.jobs",
+    "jobsvc.cluster",
     "scheduler_worker",
     "executor_worker",
 ]

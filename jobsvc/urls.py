@@ -2,10 +2,12 @@ from django.contrib import admin
 from django.urls import include, path
 
 from jobsvc.api.health import healthz, readyz
+from jobsvc.cluster.admin_views import cluster_page
 from jobsvc.metrics import metrics_view
 
 urlpatterns = [
     path("api/v1/", include("jobsvc.api.urls")),
+    path("admin/cluster/", admin.site.admin_view(cluster_page), name="admin-cluster"),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),

@@ -52,6 +52,7 @@ _ERROR_BACKOFF_SECONDS = 1.0  # after a database or broker error, before the nex
 # sweep (every 5 s by default): each 1,000/s per shard, above the design's 5M jobs an hour.
 PURGED_PER_SWEEP = 5000
 _UNACKNOWLEDGED_ROUNDS = 2  # full rounds of messages that may await acknowledgement
+ROUND_RECORD_INTERVAL = 1.0  # seconds; at most one write of the last round's time per shard
 
 
 class _Unacknowledged:
@@ -172,6 +173,7 @@ class ShardDispatcher:
             target=self._run, name=f"dispatch-shard-{store.shard_id}", daemon=True
         )
         self._next_sweep = 0.0
+        self._next_round_record = 0.0
         self._shard_label = str(store.shard_id)
         self._unacknowledged = _Unacknowledged()
         self._acquire_delay = acquire_delay  # seconds to wait before taking the lease
@@ -236,6 +238,7 @@ class ShardDispatcher:
                     break
                 started = self.clock()
                 published = self._guarded_round()
+                self._record_round(started)
                 if published < self.config.batch_size:
                     # Rounds start poll_interval apart: the round's own time counts toward
                     # the pause, so a job newly due waits at most about one interval.
@@ -301,6 +304,16 @@ class ShardDispatcher:
         if self._failing_since is None:
             self._failing_since = self.clock()
         metrics.SHARD_FAILING.labels(self._shard_label).set(1)
+
+    def _record_round(self, now: float) -> None:
+        """Write when this shard last had a round (the admin's cluster page shows it)."""
+        if now < self._next_round_record:
+            return
+        self._next_round_record = now + ROUND_RECORD_INTERVAL
+        try:
+            self.store.record_round(epoch=self.epoch)
+        except DatabaseError as exc:  # the next round's own queries report the database
+            logger.debug("shard %s: cannot record the round: %s", self.store.shard_id, exc)
 
     def _guarded_round(self) -> int:
         """One round; database and broker trouble is logged and retried, fencing is not."""

@@ -18,6 +18,12 @@ ACQUIRE_LEASE = """
 
 LOCK_LEASE = "SELECT epoch FROM jobs_shard_lease WHERE shard_id = %(shard_id)s FOR SHARE"
 
+# The owner's dispatch rounds, for the admin's cluster page; a stale owner changes nothing.
+RECORD_ROUND = """
+    UPDATE jobs_shard_lease SET last_round_at = now()
+     WHERE shard_id = %(shard_id)s AND epoch = %(epoch)s
+"""
+
 # For this transaction only: a paused client must not hold the lease row's lock for long.
 LIMIT_IDLE_TRANSACTION = (
     "SELECT set_config('idle_in_transaction_session_timeout', %(ms)s::text, true)"

@@ -64,6 +64,11 @@ class ShardStore:
             cursor.execute(queries.ACQUIRE_LEASE, {"shard_id": self.shard_id, "owner": owner})
             return cursor.fetchone()[0]
 
+    def record_round(self, *, epoch: int) -> None:
+        """Note that the owner under ``epoch`` ran a dispatch round just now."""
+        with self._cursor() as cursor:
+            cursor.execute(queries.RECORD_ROUND, {"shard_id": self.shard_id, "epoch": epoch})
+
     def in_flight(self) -> int:
         with self._cursor() as cursor:
             cursor.execute(queries.COUNT_IN_FLIGHT)

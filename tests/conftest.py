@@ -31,6 +31,8 @@ _usernames = (f"user{n}" for n in itertools.count())
 TIER_OF_DIRECTORY = {
     "unit": "unit",
     "api": "api",
+    "client": "integration",
+    "cluster": "e2e",
     "integration": "integration",
     "coordination": "integration",
     "executor": "integration",

@@ -20,8 +20,13 @@ API_START_TIMEOUT = 30.0  # seconds until gunicorn answers /healthz
 
 
 @contextmanager
-def serving_api(*, workers: int = 2, threads: int | None = None) -> Iterator[str]:
-    """Serve the API with gunicorn (the production config) for the block; yields its URL."""
+def serving_api(
+    *, workers: int = 2, threads: int | None = None, env: dict[str, str] | None = None
+) -> Iterator[str]:
+    """Serve the API with gunicorn (the production config) for the block; yields its URL.
+
+    ``env`` adds to (or overrides) this process's environment, e.g. a setting under test.
+    """
     port = free_port()
     thread_args = [] if threads is None else ["--threads", str(threads)]
     with tempfile.TemporaryFile() as log:
@@ -40,7 +45,7 @@ def serving_api(*, workers: int = 2, threads: int | None = None) -> Iterator[str
                 "jobsvc.wsgi:application",
             ],
             cwd=REPO,
-            env=os.environ.copy(),
+            env={**os.environ, **(env or {})},
             stdout=subprocess.DEVNULL,
             stderr=log,
         )

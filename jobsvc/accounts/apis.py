@@ -16,7 +16,11 @@ from jobsvc.accounts.tokens import TokenRejected, token_issue, token_refresh
 from jobsvc.api.envelope import ErrorOutput, enveloped, ok
 from jobsvc.api.errors import error_body
 
-_ERRORS = {code: OpenApiResponse(ErrorOutput) for code in (400, 401, 403, 429)}
+_ERRORS = {code: OpenApiResponse(ErrorOutput) for code in (400, 401, 403, 429, 503)}
+SIGN_UP_DESCRIPTION = (
+    "Create a user. Besides the schema, the password must pass Django's validators: not a "
+    "common password and not too like the username. A taken username is 409."
+)
 
 
 class UserCreateApi(APIView):
@@ -27,8 +31,9 @@ class UserCreateApi(APIView):
     throttle_scope = "signup"
 
     @extend_schema(
+        description=SIGN_UP_DESCRIPTION,
         request=s.UserCreateInput,
-        responses={201: enveloped("UserCreated", s.UserOutput()), **_ERRORS},
+        responses={201: enveloped("UserCreated", s.UserOutput()), 409: _ERRORS[400], **_ERRORS},
     )
     def post(self, request: Request) -> Response:
         data = s.UserCreateInput(data=request.data)

@@ -9,9 +9,15 @@ from django.conf import settings
 from django.contrib.auth import password_validation
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.validators import RegexValidator
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobsvc.accounts.models import DEFAULT_JOB_WEIGHT, User
+
+PASSWORD_MIN_LENGTH = 8  # Django's MinimumLengthValidator default, as settings use it
+# CharField refuses NUL characters; stated as a pattern, the schema says so too.
+_NO_NUL = RegexValidator(r"^[^\x00]*$", message="Null characters are not allowed.")
 
 
 class NumberField(serializers.FloatField):
@@ -23,10 +29,48 @@ class NumberField(serializers.FloatField):
         return super().to_internal_value(data)
 
 
+class StringField(serializers.CharField):
+    """A JSON string: DRF's CharField would read the number 42 as "42"."""
+
+    default_error_messages = {"invalid": "Must be a string."}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+@extend_schema_field(
+    {
+        "type": "number",
+        "minimum": 0,
+        "exclusiveMinimum": True,
+        "maximum": settings.MAX_JOB_WEIGHT,
+        "description": "Above JOBSVC_SELF_SERVICE_MAX_JOB_WEIGHT needs a staff caller (403).",
+    }
+)
+class JobWeightField(NumberField):
+    pass
+
+
 class UserCreateInput(serializers.Serializer):
-    username = serializers.CharField(max_length=150, validators=[UnicodeUsernameValidator()])
-    password = serializers.CharField(write_only=True, trim_whitespace=False, max_length=4096)
-    job_weight = NumberField(required=False, default=DEFAULT_JOB_WEIGHT)
+    username = StringField(max_length=150, validators=[UnicodeUsernameValidator()])
+    # The schema states the length and the not-all-digits rule; the rest of Django's
+    # validators (common passwords, likeness to the username) are in the description.
+    password = StringField(
+        write_only=True,
+        trim_whitespace=False,
+        min_length=PASSWORD_MIN_LENGTH,
+        max_length=4096,
+        # Not all digits (Django's NumericPasswordValidator); no NUL, which CharField refuses.
+        validators=[
+            RegexValidator(
+                r"^[^\x00]*[^\x00\d][^\x00]*$",
+                message="This password is entirely numeric or contains NUL characters.",
+            )
+        ],
+    )
+    job_weight = JobWeightField(required=False, default=DEFAULT_JOB_WEIGHT)
 
     def validate_job_weight(self, value: float) -> float:
         if not math.isfinite(value) or value <= 0:
@@ -45,8 +89,10 @@ class UserCreateInput(serializers.Serializer):
 
 
 class LoginInput(serializers.Serializer):
-    username = serializers.CharField(max_length=150)
-    password = serializers.CharField(trim_whitespace=False, max_length=4096)
+    username = StringField(min_length=1, max_length=150, validators=[_NO_NUL])
+    password = StringField(
+        trim_whitespace=False, min_length=1, max_length=4096, validators=[_NO_NUL]
+    )
 
 
 def user_to_dict(user: User) -> dict[str, Any]:

@@ -28,7 +28,7 @@ def user_create(
         with transaction.atomic(using="default"):
             user.save(using="default")
     except IntegrityError:
-        raise errors.InvalidInput(
+        raise errors.UsernameTaken(
             "username: a user with that username already exists.",
             fields={"username": ["A user with that username already exists."]},
         ) from None

@@ -7,8 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers as drf_serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -19,6 +18,12 @@ from jobsvc import errors
 from jobsvc.api.envelope import ErrorOutput, enveloped, ok
 from jobsvc.jobs.limits import jobs_create_admit
 from jobsvc.jobs.models import CANCELLABLE_STATUSES, JobStatus
+from jobsvc.jobs.schema import (
+    CREATE_DESCRIPTION,
+    IDEMPOTENCY_KEY_HEADER,
+    JOB_ID_PATH,
+    JOBS_LIST_PARAMETERS,
+)
 from jobsvc.jobs.selectors import JobFilter, job_get, jobs_list
 from jobsvc.jobs.serializers import (
     JobCreateInput,
@@ -49,7 +54,7 @@ from jobsvc.jobs.specs import (
 )
 from jobsvc.sharding.ids import is_job_id
 
-_ERRORS = {code: OpenApiResponse(ErrorOutput) for code in (400, 401, 404, 409, 413, 415)}
+_ERRORS = {code: OpenApiResponse(ErrorOutput) for code in (400, 401, 404, 409, 413, 415, 503)}
 _LIMITED = {
     429: OpenApiResponse(
         ErrorOutput,
@@ -64,13 +69,7 @@ _STATUSES = frozenset(JobStatus.values)
 class JobListCreateApi(APIView):
     @extend_schema(
         operation_id="jobs_list",
-        parameters=[
-            OpenApiParameter("status", str, description="Comma-separated statuses to include."),
-            OpenApiParameter("execute_at_from", OpenApiTypes.DATETIME, description="Inclusive."),
-            OpenApiParameter("execute_at_to", OpenApiTypes.DATETIME, description="Exclusive."),
-            OpenApiParameter("cursor", str, description="next_cursor of the previous page."),
-            OpenApiParameter("limit", int, description="Jobs per page."),
-        ],
+        parameters=JOBS_LIST_PARAMETERS,
         responses={
             200: enveloped(
                 "JobPage",
@@ -98,15 +97,9 @@ class JobListCreateApi(APIView):
 
     @extend_schema(
         operation_id="jobs_create",
+        description=CREATE_DESCRIPTION,
         request=JobCreateInput,
-        parameters=[
-            OpenApiParameter(
-                "Idempotency-Key",
-                str,
-                OpenApiParameter.HEADER,
-                description="A retry with the same key returns the first result (200).",
-            )
-        ],
+        parameters=[IDEMPOTENCY_KEY_HEADER],
         responses={
             201: enveloped("JobCreated", JobOutput()),
             200: OpenApiResponse(
@@ -141,7 +134,9 @@ class JobListCreateApi(APIView):
 
 class JobDetailApi(APIView):
     @extend_schema(
-        operation_id="jobs_get", responses={200: enveloped("Job", JobOutput()), **_ERRORS}
+        operation_id="jobs_get",
+        parameters=[JOB_ID_PATH],
+        responses={200: enveloped("Job", JobOutput()), **_ERRORS},
     )
     def get(self, request: Request, job_id: str) -> Response:
         return ok(job_to_dict(job_get(user_id=request.user.pk, job_id=job_id)))
@@ -150,6 +145,7 @@ class JobDetailApi(APIView):
 class JobCancelApi(APIView):
     @extend_schema(
         operation_id="jobs_cancel",
+        parameters=[JOB_ID_PATH],
         request=None,
         responses={200: enveloped("JobCancelled", JobOutput()), **_ERRORS},
     )

@@ -146,6 +146,9 @@ class ShardLease(models.Model):
     epoch = models.BigIntegerField(default=0)
     owner = models.CharField(max_length=200, blank=True, default="")
     acquired_at = models.DateTimeField(null=True, blank=True)
+    # When the owner last ran a dispatch round (written at most once a second): the
+    # operator's "is this shard being served" on the admin's cluster page.
+    last_round_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "jobs_shard_lease"

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from jobsvc.jobs.models import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, Job, JobStatus
@@ -47,29 +48,49 @@ def job_to_dict(job: Job | JobRow) -> dict[str, Any]:
 
 
 class JobCreateInput(serializers.Serializer):
-    """One job. POST a JSON list of up to JOBSVC_MAX_BULK_JOBS of these to create many."""
+    """One job. POST a JSON list of up to JOBSVC_MAX_BULK_JOBS of these to create many.
 
-    message = serializers.CharField(help_text="The job's payload; at most 64 KiB of UTF-8.")
+    Documentation only (``jobsvc.jobs.specs`` validates): the bounds are the settings the
+    validation reads, so the schema states exactly what is accepted; null in an optional
+    field means its default.
+    """
+
+    message = serializers.CharField(
+        max_length=settings.MAX_MESSAGE_BYTES,
+        validators=[RegexValidator(r"^[^\x00]*$")],
+        help_text="The job's payload: at most 64 KiB of UTF-8, no NUL characters.",
+    )
     execute_at = serializers.DateTimeField(
         required=False,
-        help_text="When the job is due: ISO 8601 with a time zone (Z or an offset). "
-        "Exactly one of execute_at and delay_seconds.",
+        help_text="When the job is due: ISO 8601 with a time zone (Z or an offset), "
+        "within 365 days of now. Exactly one of execute_at and delay_seconds.",
     )
     delay_seconds = serializers.FloatField(
         required=False,
         min_value=0,
+        max_value=settings.MAX_SCHEDULE_HORIZON.total_seconds(),
         help_text="Due this many seconds after the request is received, instead of "
         "execute_at (at most the schedule horizon, 365 days by default).",
     )
-    handler = serializers.CharField(
-        required=False, help_text='What runs the job: "default" (records it), "http", "kafka".'
+    handler = serializers.ChoiceField(
+        choices=sorted(settings.JOB_HANDLERS),
+        required=False,
+        allow_null=True,
+        help_text='What runs the job: "default" (records it), "http", "kafka".',
     )
     handler_params = serializers.DictField(
         required=False,
+        allow_null=True,
         help_text='http: {"url": ..., "method": "POST"|"PUT"|"PATCH", "headers": {...}}; '
         'kafka: {"topic": ...}.',
     )
-    max_attempts = serializers.IntegerField(required=False, help_text="Attempts before failing.")
+    max_attempts = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=settings.JOB_MAX_ATTEMPTS_LIMIT,
+        help_text="Attempts before failing.",
+    )
     priority = serializers.IntegerField(
         required=False,
         min_value=PRIORITY_MIN,
@@ -77,7 +98,13 @@ class JobCreateInput(serializers.Serializer):
         help_text=f"Among your own due jobs, higher runs first ({PRIORITY_MIN}-{PRIORITY_MAX}, "
         f"default {PRIORITY_DEFAULT}). Fair share between users is unchanged.",
     )
-    timeout_seconds = serializers.FloatField(required=False, help_text="Per-attempt timeout.")
+    timeout_seconds = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        min_value=0.001,
+        max_value=settings.JOB_TIMEOUT_LIMIT_SECONDS,
+        help_text="Per-attempt timeout.",
+    )
 
 
 class JobRescheduleInput(serializers.Serializer):

@@ -61,10 +61,10 @@ def test_the_password_is_stored_hashed_and_never_returned(api_client):
     assert User.objects.get(username=ALICE).password != PASSWORD
 
 
-def test_a_taken_username_is_refused(api_client, make_user):
+def test_a_taken_username_is_a_conflict(api_client, make_user):
     make_user(username=ALICE)
 
-    error = error_of(sign_up(api_client), 400, "invalid")
+    error = error_of(sign_up(api_client), 409, "username_taken")
 
     assert "username" in error["fields"]
     assert User.objects.filter(username=ALICE).count() == 1

@@ -1,0 +1,40 @@
+"""A typed client and CLI for the jobsvc REST API. Standard library only; no Django.
+
+from jobsvc_client import Client
+client = Client("http://127.0.0.1:8000")
+client.login(username="alice", password="...")
+job = client.create_job(message="Hello world", execute_at=when)
+client.wait(job.id)
+"""
+
+from jobsvc_client.client import Client, Page
+from jobsvc_client.errors import (
+    ApiError,
+    AuthError,
+    Conflict,
+    JobsvcError,
+    NotFound,
+    NotLoggedIn,
+    TransportError,
+    Unavailable,
+    WaitTimeout,
+)
+from jobsvc_client.models import TERMINAL_STATUSES, Job, JobSpec, Token
+
+__all__ = [
+    "TERMINAL_STATUSES",
+    "ApiError",
+    "AuthError",
+    "Client",
+    "Conflict",
+    "Job",
+    "JobSpec",
+    "JobsvcError",
+    "NotFound",
+    "NotLoggedIn",
+    "Page",
+    "Token",
+    "TransportError",
+    "Unavailable",
+    "WaitTimeout",
+]

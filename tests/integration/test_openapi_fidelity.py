@@ -1,0 +1,77 @@
+"""The OpenAPI schema says exactly what the API accepts: a short schemathesis run.
+
+Schemathesis generates requests from /api/v1/schema/ (valid ones, and invalid ones
+against each constraint) and sends them to the API served by gunicorn, with every check:
+no 5xx, every schema-valid request accepted, every schema-violating one refused,
+responses conforming to their declared shapes, stateful sequences following the links.
+Rules a schema cannot state are applied by tests/integration/schemathesis_hooks.py, each
+one written in its operation's description. A longer run (about 10,000 requests, 15-30
+minutes): SCHEMATHESIS_MAX_EXAMPLES=700 SCHEMATHESIS_TIMEOUT_SECONDS=3000.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from deploy.bench.processes import REPO
+from jobsvc_client import Client
+from tests.conftest import DEFAULT_PASSWORD
+from tests.served_api import serving_api
+
+pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+
+MAX_EXAMPLES = os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "10")  # per operation and phase
+SEED = os.environ.get("SCHEMATHESIS_SEED", "20261123")  # a fixed seed: a failure reproduces
+TIMEOUT = float(os.environ.get("SCHEMATHESIS_TIMEOUT_SECONDS", "900"))  # for the whole run
+# More options for schemathesis run, e.g. "--report har --report-dir /tmp/st" to keep every
+# request and response.
+EXTRA_ARGS = shlex.split(os.environ.get("SCHEMATHESIS_ARGS", ""))
+# Sign-up and log-in are called thousands of times from one address.
+UNTHROTTLED = {"JOBSVC_LOGIN_THROTTLE_RATE": "100000/s", "JOBSVC_SIGNUP_THROTTLE_RATE": "100000/s"}
+
+
+def test_every_generated_request_is_answered_as_the_schema_says(make_user, tmp_path):
+    user = make_user()
+    with serving_api(env=UNTHROTTLED) as base:
+        token = Client(base).login(username=user.username, password=DEFAULT_PASSWORD)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "schemathesis.cli",
+                "run",
+                f"{base}/api/v1/schema/?format=json",
+                "--checks",
+                "all",
+                "--header",
+                f"Authorization: Bearer {token.token}",
+                "--max-examples",
+                MAX_EXAMPLES,
+                "--seed",
+                SEED,
+                "--generation-database",
+                ":memory:",
+                "--no-color",
+                *EXTRA_ARGS,
+            ],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env={
+                **os.environ,
+                "PYTHONPATH": str(REPO),
+                "SCHEMATHESIS_HOOKS": "tests.integration.schemathesis_hooks",
+                "DJANGO_SETTINGS_MODULE": "jobsvc.settings",
+            },
+            timeout=TIMEOUT,
+        )
+
+    summary = result.stdout[result.stdout.rfind("SUMMARY") :]
+    print(summary)  # with -s: the operations, phases and number of generated test cases
+    assert result.returncode == 0, result.stdout[-20000:] + result.stderr[-5000:]
+    assert "No issues found" in summary, summary
