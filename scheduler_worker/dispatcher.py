@@ -226,6 +226,7 @@ class ShardDispatcher:
             self.epoch = self._acquire_lease()
             if self.epoch is None:
                 return
+            metrics.SHARD_FAILING.labels(self._shard_label).set(0)
             logger.info(
                 "shard %s: dispatching under epoch %s",
                 shard,
@@ -251,7 +252,7 @@ class ShardDispatcher:
             )
             self.on_fenced(self)
         finally:
-            self._observe_backlogged({})
+            self._forget_backlogged()
             metrics.SHARD_FAILING.labels(self._shard_label).set(0)
             connections.close_all()  # this thread's: the shard's and the control database's
 
@@ -456,7 +457,7 @@ class ShardDispatcher:
             if self._in_flight_limit is not None:
                 age = self.store.oldest_queued_age()
                 limit = self._in_flight_limit.update(oldest_queued_age=age)
-                metrics.IN_FLIGHT_LIMIT.labels(self._shard_label).set(limit)
+            metrics.IN_FLIGHT_LIMIT.labels(self._shard_label).set(limit)
             capacity = min(capacity, limit - in_flight)
         return capacity
 
@@ -524,8 +525,8 @@ class ShardDispatcher:
     def _observe_backlogged(self, weights: dict[int, float]) -> None:
         """This shard's backlogged users per weight class, and each class's due share.
 
-        Labelled by shard (each shard's thread sets its own series), and a class that is no
-        longer backlogged here loses its series instead of keeping its last value.
+        Labelled by shard (each shard's thread sets its own series); a class that is no
+        longer backlogged here drops to 0 instead of keeping its last value.
         """
         users: dict[str, int] = defaultdict(int)
         weight: dict[str, float] = defaultdict(float)
@@ -535,12 +536,19 @@ class ShardDispatcher:
             weight[label] += user_weight
         total = sum(weight.values()) or 1.0
         for label in self._weight_classes - set(users):
-            metrics.BACKLOGGED_USERS.remove(self._shard_label, label)
-            metrics.SHARE_TARGET.remove(self._shard_label, label)
+            metrics.BACKLOGGED_USERS.labels(self._shard_label, label).set(0)
+            metrics.SHARE_TARGET.labels(self._shard_label, label).set(0)
         for label in users:
             metrics.BACKLOGGED_USERS.labels(self._shard_label, label).set(users[label])
             metrics.SHARE_TARGET.labels(self._shard_label, label).set(weight[label] / total)
-        self._weight_classes = set(users)
+        self._weight_classes |= set(users)
+
+    def _forget_backlogged(self) -> None:
+        """The shard is no longer this dispatcher's: its series go (the next owner's count)."""
+        for label in self._weight_classes:
+            metrics.BACKLOGGED_USERS.remove(self._shard_label, label)
+            metrics.SHARE_TARGET.remove(self._shard_label, label)
+        self._weight_classes = set()
 
     def _message(self, job: ClaimedJob) -> JobMessage:
         return JobMessage(

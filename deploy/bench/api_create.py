@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -182,38 +183,45 @@ def markdown_table(results: list[ScenarioResult]) -> str:
     return "\n".join(lines)
 
 
-def run_against_new_api(context) -> dict:
-    """The bench-suite scenario: serve the API with gunicorn on this stack, then measure."""
+@contextmanager
+def served_api(context, *, env: dict[str, str] | None = None, name: str = "bench-api"):
+    """gunicorn serving the API on the bench stack while the block runs; yields its URL.
+
+    ``env`` defaults to the stack's. The per-user create rate is raised (a bulk scenario
+    creates ~40,000 jobs/s as one user, far past the default), not turned off, so every
+    create still pays the check; an environment that sets a rate keeps it (0 measures
+    without the limits).
+    """
+    env = context.env if env is None else env
     port = free_port()
     api = WorkerProcess(
         kind="api",
-        name="bench-api",
+        name=name,
         env={
-            **context.env,
+            **env,
             "JOBSVC_API_BIND": f"127.0.0.1:{port}",
-            # The bulk scenario creates ~40,000 jobs/s as one user, far past the default
-            # create rate: raised, not turned off, so every create still pays the check
-            # (unless the environment sets a rate: 0 measures without the limits).
-            "JOBSVC_USER_CREATE_RATE_PER_SECOND": context.env.get(
+            "JOBSVC_USER_CREATE_RATE_PER_SECOND": env.get(
                 "JOBSVC_USER_CREATE_RATE_PER_SECOND", "1000000"
             ),
         },
         log_dir=context.out,
         argv=[
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "--config",
-            str(GUNICORN_CONFIG),
+            *(sys.executable, "-m", "gunicorn", "--config", str(GUNICORN_CONFIG)),
             "jobsvc.wsgi:application",
         ],
     )
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_for_health(base, api)
-        results = run_all(api=base, duration=5 if context.quick else 15)
+        yield base
     finally:
         api.stop()
+
+
+def run_against_new_api(context) -> dict:
+    """The bench-suite scenario: serve the API with gunicorn on this stack, then measure."""
+    with served_api(context) as base:
+        results = run_all(api=base, duration=5 if context.quick else 15)
     return {
         "setup": "gunicorn (deploy/gunicorn.conf.py defaults) on the 2-core machine that also "
         "runs PostgreSQL (2 servers, 4 shards), ZooKeeper, Tansu and wrk",

@@ -32,11 +32,9 @@ What is measured:
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import statistics
-import threading
 import time
 import uuid
 from collections import Counter
@@ -44,13 +42,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import connections
 
 from deploy.bench.processes import WorkerProcess
+from deploy.chaos.receiver import Receiver
 from jobsvc.accounts.models import User
 from jobsvc.jobs import store
 from jobsvc.jobs.models import ShardLease
@@ -94,51 +92,6 @@ FAST_TIMINGS = {
 }
 
 
-class Receiver:
-    """The http handler's target: answers 200 and counts deliveries per (job, attempt)."""
-
-    def __init__(self) -> None:
-        self.deliveries: Counter[tuple[str, int]] = Counter()
-        self._lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-                with receiver._lock:
-                    receiver.deliveries[(body.get("job_id", ""), body.get("attempt", 0))] += 1
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args) -> None:
-                pass
-
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-            request_queue_size = 256  # two executors' handler threads connect at once
-
-        self._server = Server(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/hook"
-
-    def __enter__(self) -> Receiver:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def snapshot(self) -> Counter[tuple[str, int]]:
-        with self._lock:
-            return Counter(self.deliveries)
-
-
-@dataclass(frozen=True)
 class Timeline:
     """Wall-clock (Unix) seconds: ``start`` is when the first job is due."""
 
@@ -161,7 +114,7 @@ def run_failover(context) -> dict:
             )
             jobs = _load(users, timeline, receiver.url)
             killed, takeover = _kill_and_wait(timeline, users, schedulers, executors)
-            deliveries = receiver.snapshot()
+            deliveries = Counter((d.job_id, d.attempt) for d in receiver.deliveries())
         rows = _jobs(users)
     finally:
         _clean(users)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 import threading
 import time
 import urllib.request
@@ -30,7 +29,7 @@ from datetime import UTC, datetime
 
 from django.db import connections
 
-from deploy.bench.api_create import GUNICORN_CONFIG, _wait_for_health
+from deploy.bench.api_create import served_api
 from deploy.bench.dispatch import (
     _clean_slate,
     _on_every_shard,
@@ -41,8 +40,6 @@ from deploy.bench.dispatch import (
     jain_index,
     percentile,
 )
-from deploy.bench.processes import WorkerProcess
-from deploy.localstack.ports import free_port
 from jobsvc.accounts.models import User
 from jobsvc.accounts.tokens import token_issue
 
@@ -59,7 +56,7 @@ DRAIN_RATE_GUESS = 15_000  # jobs/s, to spread the light jobs through the flood'
 def run_fairness_end_to_end(context) -> dict:
     per_user = 10_000 if context.quick else 30_000
     env = _scenario_env(context, "fairness-e2e")
-    with ServedApi(context, env) as api, _clean_slate(WEIGHTS) as users:
+    with served_api(context, env=env) as api, _clean_slate(WEIGHTS) as users:
         with _workers(context, env, schedulers=2, executors=2) as workers:
             due = _create_all(api, dict.fromkeys(users, per_user))
             _wait_until_all_finished(len(users) * per_user, workers)
@@ -82,7 +79,7 @@ def run_fairness_end_to_end(context) -> dict:
 def run_light_user_wait(context) -> dict:
     flood = 30_000 if context.quick else 100_000
     env = _scenario_env(context, "light-user")
-    with ServedApi(context, env) as api, _clean_slate((1.0, 1.0)) as (heavy, light):
+    with served_api(context, env=env) as api, _clean_slate((1.0, 1.0)) as (heavy, light):
         with _workers(context, env, schedulers=2, executors=2) as workers:
             due = _create_all(api, {heavy: flood})
             spacing = flood / DRAIN_RATE_GUESS * 0.8 / LIGHT_JOBS
@@ -136,35 +133,6 @@ def run_light_user_wait(context) -> dict:
 
 
 # --- the stack -------------------------------------------------------------------------
-
-
-class ServedApi:
-    """gunicorn serving the API on this stack, for the scenario's duration."""
-
-    def __init__(self, context, env: dict[str, str]) -> None:
-        port = free_port()
-        self.base = f"http://127.0.0.1:{port}"
-        self._process = WorkerProcess(
-            kind="api",
-            name="bench-fairness-api",
-            env={**env, "JOBSVC_API_BIND": f"127.0.0.1:{port}"},
-            log_dir=context.out,
-            argv=[
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "--config",
-                str(GUNICORN_CONFIG),
-                "jobsvc.wsgi:application",
-            ],
-        )
-
-    def __enter__(self) -> str:
-        _wait_for_health(self.base, self._process)
-        return self.base
-
-    def __exit__(self, *exc_info) -> None:
-        self._process.stop()
 
 
 def _create_all(api: str, jobs_per_user: dict[int, int]) -> float:

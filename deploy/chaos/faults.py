@@ -14,7 +14,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .system import ZK_SESSION_SECONDS, System
+from deploy.fast_timings import ZK_SESSION_SECONDS
+
+from .system import System
 
 logger = logging.getLogger(__name__)
 

@@ -62,6 +62,12 @@ class Receiver:
         self._server.shutdown()
         self._server.server_close()
 
+    def __enter__(self) -> Receiver:
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
     def deliveries(self) -> list[Delivery]:
         with self._lock:
             return list(self._deliveries)

@@ -16,6 +16,7 @@ from pathlib import Path
 import psycopg
 
 from deploy.bench.processes import REPO, WorkerProcess
+from deploy.fast_timings import FAST_FAILURE_TIMINGS
 from deploy.localstack.apps import app_specs
 from deploy.localstack.management import ENSURE_TOPICS, SETUP_COMMANDS, run_commands
 from deploy.localstack.polling import poll_until
@@ -26,20 +27,11 @@ from deploy.localstack.stack import Stack, new_stack_dir, shard_database, start_
 logger = logging.getLogger(__name__)
 
 API_READY_TIMEOUT = 60.0  # seconds for gunicorn to answer /healthz after a (re)start
-ZK_SESSION_SECONDS = 4.0
-# The end-to-end tests' timings (tests/e2e/conftest.py) and the failover bench's queued
-# lease: a fault's consequences are repaired within seconds.
+# The end-to-end tests' timings and the failover bench's queued lease: a fault's
+# consequences are repaired within seconds.
 FAST_TIMINGS = {
-    "JOBSVC_SCHEDULER_POLL_INTERVAL_SECONDS": "0.05",
-    "JOBSVC_SCHEDULER_SWEEP_INTERVAL_SECONDS": "0.5",
+    **FAST_FAILURE_TIMINGS,
     "JOBSVC_SCHEDULER_QUEUED_TIMEOUT_SECONDS": "3",
-    "JOBSVC_ZK_SESSION_TIMEOUT_SECONDS": f"{ZK_SESSION_SECONDS:g}",
-    "JOBSVC_RETRY_BASE_DELAY_SECONDS": "0.2",
-    "JOBSVC_RETRY_MAX_DELAY_SECONDS": "1",
-    "JOBSVC_EXECUTOR_LEASE_GRACE_SECONDS": "1",
-    "JOBSVC_EXECUTOR_DRAIN_TIMEOUT_SECONDS": "5",
-    "JOBSVC_HTTP_HANDLER_ALLOWED_HOSTS": "127.0.0.1",
-    "JOBSVC_HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES": "true",
     "JOBSVC_SIGNUP_THROTTLE_RATE": "1000/min",
     "JOBSVC_LOGIN_THROTTLE_RATE": "1000/min",
     "JOBSVC_API_WORKERS": "2",

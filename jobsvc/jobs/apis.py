@@ -23,14 +23,14 @@ from jobsvc.jobs.schema import (
     IDEMPOTENCY_KEY_HEADER,
     JOB_ID_PATH,
     JOBS_LIST_PARAMETERS,
+    RESCHEDULE_REQUEST_SCHEMA,
 )
 from jobsvc.jobs.selectors import JobFilter, job_get, jobs_list
 from jobsvc.jobs.serializers import (
     JobCreateInput,
-    JobFilterInput,
     JobOutput,
-    JobRescheduleInput,
     JobRetryInput,
+    JobsCancelInput,
     JobsCancelledOutput,
     JobsRedriveInput,
     JobsRetriedOutput,
@@ -156,10 +156,13 @@ class JobCancelApi(APIView):
 class JobRescheduleApi(APIView):
     @extend_schema(
         operation_id="jobs_reschedule",
-        request=JobRescheduleInput,
+        parameters=[JOB_ID_PATH],
+        request={"application/json": RESCHEDULE_REQUEST_SCHEMA},
         responses={200: enveloped("JobRescheduled", JobOutput()), **_ERRORS},
         description="Move a job that has not been dispatched (scheduled, no attempt yet) to a "
-        "new time, and/or change its message. 409 once it is queued, running or finished.",
+        "new time, and/or change its message. 409 once it is queued, running or finished. "
+        "Give at least one field, and at most one of execute_at and delay_seconds; "
+        "execute_at must be within JOBSVC_MAX_SCHEDULE_HORIZON_DAYS of now (400 otherwise).",
     )
     def post(self, request: Request, job_id: str) -> Response:
         try:
@@ -173,10 +176,11 @@ class JobRescheduleApi(APIView):
 class JobsCancelApi(APIView):
     @extend_schema(
         operation_id="jobs_cancel_many",
-        request=JobFilterInput,
+        request=JobsCancelInput,
         responses={200: enveloped("JobsCancelled", JobsCancelledOutput()), **_ERRORS},
         description="Cancel every job of the caller that matches the filter and has not "
-        "started (scheduled or queued), on every shard; answers how many were cancelled.",
+        "started (scheduled or queued), on every shard; answers how many were cancelled. "
+        "Give at least one criterion; a field the filter does not know is a 400.",
     )
     def post(self, request: Request) -> Response:
         job_filter = _job_filter(request, allowed_statuses=CANCELLABLE_STATUSES)
@@ -190,6 +194,7 @@ _ERRORS_AND_FORBIDDEN = {**_ERRORS, 403: OpenApiResponse(ErrorOutput)}
 class JobRetryApi(APIView):
     @extend_schema(
         operation_id="jobs_retry",
+        parameters=[JOB_ID_PATH],
         request=JobRetryInput,
         responses={200: enveloped("JobRetried", JobOutput()), **_ERRORS},
         description="Give a failed job new attempts: it is scheduled again, due now, with "
@@ -207,7 +212,8 @@ class JobsRetryApi(APIView):
         request=JobsRetryInput,
         responses={200: enveloped("JobsRetried", JobsRetriedOutput()), **_ERRORS},
         description="Retry every failed job of the caller that matches the filter, on every "
-        "shard; answers how many are scheduled again.",
+        "shard; answers how many are scheduled again. Give at least one criterion; a field "
+        "the filter does not know is a 400.",
     )
     def post(self, request: Request) -> Response:
         serializer = _valid(JobsRetryInput, request, allowed_statuses=_FAILED)
@@ -240,7 +246,7 @@ class JobsRedriveApi(APIView):
 
 
 def _job_filter(request: Request, *, allowed_statuses: frozenset[str]) -> JobFilter:
-    return _valid(JobFilterInput, request, allowed_statuses=allowed_statuses).job_filter()
+    return _valid(JobsCancelInput, request, allowed_statuses=allowed_statuses).job_filter()
 
 
 def _valid(serializer_class, request: Request, **context: Any):

@@ -76,3 +76,29 @@ CREATE_DESCRIPTION = (
     'host the deployment allows, `kafka` needs `{"topic": ...}` among the allowed topics; '
     "`default` takes none."
 )
+
+# A reschedule changes at least one thing (a schema can say "one property at least", which
+# a serializer cannot); "exactly one of execute_at and delay_seconds" is in the description.
+RESCHEDULE_REQUEST_SCHEMA = {
+    "type": "object",
+    "minProperties": 1,
+    "additionalProperties": False,
+    "properties": {
+        "execute_at": {
+            "type": "string",
+            "format": "date-time",
+            "description": "The new due time: ISO 8601 with a time zone.",
+        },
+        "delay_seconds": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": settings.MAX_SCHEDULE_HORIZON.total_seconds(),
+            "description": "Due this many seconds from now instead.",
+        },
+        "message": {
+            "type": "string",
+            "maxLength": settings.MAX_MESSAGE_BYTES,
+            "description": "The new message.",
+        },
+    },
+}

@@ -7,6 +7,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.validators import RegexValidator
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobsvc.jobs.models import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, Job, JobStatus
@@ -93,6 +95,7 @@ class JobCreateInput(serializers.Serializer):
     )
     priority = serializers.IntegerField(
         required=False,
+        allow_null=True,
         min_value=PRIORITY_MIN,
         max_value=PRIORITY_MAX,
         help_text=f"Among your own due jobs, higher runs first ({PRIORITY_MIN}-{PRIORITY_MAX}, "
@@ -116,7 +119,9 @@ class JobRescheduleInput(serializers.Serializer):
     delay_seconds = serializers.FloatField(
         required=False, min_value=0, help_text="Due this many seconds from now instead."
     )
-    message = serializers.CharField(required=False, help_text="The new message.")
+    message = serializers.CharField(
+        required=False, max_length=settings.MAX_MESSAGE_BYTES, help_text="The new message."
+    )
 
 
 class JobOutput(serializers.Serializer):
@@ -151,6 +156,7 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+@extend_schema_field(OpenApiTypes.DATETIME)
 class AwareDateTimeField(serializers.CharField):
     """An ISO 8601 time that must carry a zone, as everywhere in this API; read as UTC."""
 
@@ -175,6 +181,7 @@ class JobFilterInput(serializers.Serializer):
         child=StrictCharField(),
         required=False,
         allow_empty=False,
+        min_length=1,
         help_text="Statuses to include (default: every status the action applies to).",
     )
     execute_at_from = AwareDateTimeField(
@@ -183,7 +190,9 @@ class JobFilterInput(serializers.Serializer):
     execute_at_to = AwareDateTimeField(
         required=False, help_text="Exclusive; ISO 8601 with a time zone."
     )
-    handler = StrictCharField(required=False, max_length=64, help_text="Handler name.")
+    handler = StrictCharField(
+        required=False, min_length=1, max_length=64, help_text="Handler name."
+    )
 
     def validate_status(self, value: list[str]) -> list[str]:
         allowed = self.context["allowed_statuses"]
@@ -252,8 +261,26 @@ class JobRetryInput(serializers.Serializer):
         return self.validated_data.get("extra_attempts", settings.JOB_DEFAULT_MAX_ATTEMPTS)
 
 
+def _statuses(*statuses: str) -> serializers.ListField:
+    """The status criterion of an action that applies to these statuses only."""
+    return serializers.ListField(
+        child=serializers.ChoiceField(choices=sorted(statuses)),
+        required=False,
+        min_length=1,
+        help_text=f"Statuses to include, of {', '.join(sorted(statuses))} (default: all).",
+    )
+
+
+class JobsCancelInput(JobFilterInput):
+    """Which of the caller's jobs to cancel: those not started yet that match."""
+
+    status = _statuses(JobStatus.SCHEDULED, JobStatus.QUEUED)
+
+
 class JobsRetryInput(JobFilterInput, JobRetryInput):
     """Which failed jobs to retry (a filter) and how many new attempts each gets."""
+
+    status = _statuses(JobStatus.FAILED)
 
 
 class JobsRedriveInput(JobsRetryInput):

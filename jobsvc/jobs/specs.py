@@ -124,6 +124,9 @@ def parse_reschedule(raw: Any, *, now: datetime) -> RescheduleSpec:
     errors: FieldErrors = {}
     for name in sorted(set(raw) - set(RESCHEDULE_FIELDS)):
         errors[name] = ["Only execute_at (or delay_seconds) and message can be changed."]
+    for name in RESCHEDULE_FIELDS:
+        if name in raw and raw[name] is None:
+            errors[name] = ["May not be null: leave the field out to keep it as it is."]
     execute_at = None
     if raw.get("execute_at") is not None or raw.get("delay_seconds") is not None:
         execute_at, _ = _check_due(raw, errors, now=now)

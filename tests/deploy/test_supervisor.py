@@ -102,7 +102,12 @@ def test_a_killed_worker_is_restarted_with_a_loud_log_line(supervisors, tmp_path
     announced = caplog.text
     assert f"worker (pid {first.pid}) was killed by SIGKILL: restart 1 in 0.1 s" in announced
     assert "3 exits within 60 s stop the stack" in announced
-    assert f"restarted worker (pid {supervisor.apps[0].pid})" in announced
+    # The restart is announced once the new process is registered: a moment after it runs.
+    wait_until(
+        lambda: f"restarted worker (pid {supervisor.apps[0].pid})" in caplog.text,
+        timeout=TIMEOUT,
+        what="the restart is logged",
+    )
 
     supervisor.stop()
     assert watching.returned() is None

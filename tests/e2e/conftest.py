@@ -8,6 +8,7 @@ transactional database fixture empties after each test (after the workers stoppe
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,6 +19,10 @@ import pytest
 from django.conf import settings
 
 from deploy.bench.processes import WorkerProcess
+from deploy.fast_timings import FAST_FAILURE_TIMINGS
+from deploy.localstack.kafka import KafkaBroker
+from deploy.localstack.ports import free_port
+from deploy.localstack.stack import new_stack_dir
 from jobsvc.messaging.topics import TopicSpec, ensure_topics
 from tests.e2e.receiver import Receiver
 
@@ -25,18 +30,8 @@ if TYPE_CHECKING:
     from tests.e2e.jobs_topic import JobsTopic
 
 JOBS_PARTITIONS = 4
-# Fast timings for tests; production defaults are in jobsvc/settings.py.
-FAST_TIMINGS = {
-    "JOBSVC_SCHEDULER_POLL_INTERVAL_SECONDS": "0.05",
-    "JOBSVC_SCHEDULER_SWEEP_INTERVAL_SECONDS": "0.5",
-    "JOBSVC_ZK_SESSION_TIMEOUT_SECONDS": "4",
-    "JOBSVC_RETRY_BASE_DELAY_SECONDS": "0.2",
-    "JOBSVC_RETRY_MAX_DELAY_SECONDS": "1",
-    "JOBSVC_EXECUTOR_LEASE_GRACE_SECONDS": "1",
-    "JOBSVC_EXECUTOR_DRAIN_TIMEOUT_SECONDS": "5",
-    "JOBSVC_HTTP_HANDLER_ALLOWED_HOSTS": "127.0.0.1",
-    "JOBSVC_HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES": "true",
-}
+# Fast failure timings for tests; production defaults are in jobsvc/settings.py.
+FAST_TIMINGS = FAST_FAILURE_TIMINGS
 
 
 @dataclass
@@ -120,3 +115,28 @@ def jobs_topic(messaging: Messaging) -> Iterator[JobsTopic]:
     topic = JobsTopic(messaging)
     yield topic
     topic.close()
+
+
+@pytest.fixture
+def broker() -> Iterator[KafkaBroker]:
+    """A broker of the test's own, so stopping or restarting it cannot disturb the shared one.
+
+    Ask for it before the workers that use it, so that it is stopped after them.
+    """
+    root = new_stack_dir("jobsvc-broker-")
+    server = KafkaBroker(root=root / "kafka", port=free_port())
+    server.start()
+    yield server
+    server.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def create_topics(broker: KafkaBroker, messaging: Messaging) -> None:
+    """This test's topics on a broker of its own."""
+    ensure_topics(
+        bootstrap=broker.bootstrap,
+        topics=[
+            TopicSpec(messaging.jobs_topic, JOBS_PARTITIONS, 1),
+            TopicSpec(messaging.dead_letter_topic, 1, 1),
+        ],
+    )

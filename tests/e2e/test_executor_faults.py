@@ -7,20 +7,14 @@ so no sweeper makes a lost job due again: only the executor can finish the jobs)
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
-
 import pytest
 
-from deploy.localstack.kafka import KafkaBroker
 from deploy.localstack.ports import free_port
-from deploy.localstack.stack import new_stack_dir
 from jobsvc.jobs.models import Job
 from jobsvc.messaging.producer import BatchProducer
-from jobsvc.messaging.topics import TopicSpec, ensure_topics
 from jobsvc.sharding.ids import shard_of
 from jobsvc.sharding.shards import shard_alias
-from tests.e2e.conftest import JOBS_PARTITIONS
+from tests.e2e.conftest import create_topics
 from tests.e2e.dead_letters import dead_letters
 from tests.e2e.faults import shard_offline
 from tests.e2e.health import readyz
@@ -78,27 +72,6 @@ def test_a_shard_that_cannot_be_reached_holds_its_jobs_and_not_the_others(
     jobs_topic.wait_until_all_handled()
     assert receiver.count_by_job() == dict.fromkeys(held + others, 1)
     assert {job(j).attempts for j in held + others} == {1}
-
-
-@pytest.fixture
-def broker() -> Iterator[KafkaBroker]:
-    """A broker of the test's own, so stopping it cannot disturb the shared one."""
-    root = new_stack_dir("jobsvc-broker-")
-    server = KafkaBroker(root=root / "kafka", port=free_port())
-    server.start()
-    yield server
-    server.stop()
-    shutil.rmtree(root, ignore_errors=True)
-
-
-def create_topics(broker: KafkaBroker, messaging) -> None:
-    ensure_topics(
-        bootstrap=broker.bootstrap,
-        topics=[
-            TopicSpec(messaging.jobs_topic, JOBS_PARTITIONS, 1),
-            TopicSpec(messaging.dead_letter_topic, 1, 1),
-        ],
-    )
 
 
 def test_a_dead_letter_topic_that_does_not_acknowledge_holds_back_only_the_failures(

@@ -6,16 +6,9 @@ The test has a broker of its own, so restarting it cannot disturb the shared one
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
-
 import pytest
 
-from deploy.localstack.kafka import KafkaBroker
-from deploy.localstack.ports import free_port
-from deploy.localstack.stack import new_stack_dir
-from jobsvc.messaging.topics import TopicSpec, ensure_topics
-from tests.e2e.conftest import JOBS_PARTITIONS
+from tests.e2e.conftest import create_topics
 from tests.e2e.jobs import all_jobs, create, due_in, spec, status_counts
 from tests.waiting import wait_until
 
@@ -24,26 +17,6 @@ pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 JOBS = 60
 QUEUED_TIMEOUT = "3"  # seconds before an unclaimed job is dispatched again
 QUEUED_TIMEOUT_LONG = 120
-
-
-@pytest.fixture
-def broker() -> Iterator[KafkaBroker]:
-    root = new_stack_dir("jobsvc-broker-")
-    server = KafkaBroker(root=root / "kafka", port=free_port())
-    server.start()
-    yield server
-    server.stop()
-    shutil.rmtree(root, ignore_errors=True)
-
-
-def create_topics(broker: KafkaBroker, messaging) -> None:
-    ensure_topics(
-        bootstrap=broker.bootstrap,
-        topics=[
-            TopicSpec(messaging.jobs_topic, JOBS_PARTITIONS, 1),
-            TopicSpec(messaging.dead_letter_topic, 1, 1),
-        ],
-    )
 
 
 def test_jobs_lost_with_the_brokers_messages_are_dispatched_again_and_run_once(

@@ -155,7 +155,7 @@ def gauge(name: str, shard: int, weight_class: str) -> float | None:
     return REGISTRY.get_sample_value(name, {"shard": str(shard), "weight_class": weight_class})
 
 
-def test_the_backlog_gauges_are_per_shard_and_drop_a_class_that_is_no_longer_backlogged():
+def test_the_backlog_gauges_are_per_shard_and_a_class_no_longer_backlogged_drops_to_0():
     shard = InMemoryShard()
     shard.add(1, 5)
     shard.add(2, 100)
@@ -168,6 +168,6 @@ def test_the_backlog_gauges_are_per_shard_and_drop_a_class_that_is_no_longer_bac
     while shard.due[1]:
         rounds.dispatch_round()
     rounds.dispatch_round()  # user 1 has nothing due any more
-    assert gauge("jobsvc_backlogged_users", SHARD, "1") is None
-    assert gauge("jobsvc_dispatched_share_target", SHARD, "1") is None
+    assert gauge("jobsvc_backlogged_users", SHARD, "1") == 0
+    assert gauge("jobsvc_dispatched_share_target", SHARD, "1") == 0
     assert gauge("jobsvc_dispatched_share_target", SHARD, "3") == pytest.approx(1.0)
