@@ -190,8 +190,14 @@ class JobFilterInput(serializers.Serializer):
     execute_at_to = AwareDateTimeField(
         required=False, help_text="Exclusive; ISO 8601 with a time zone."
     )
+    # Matched exactly, as stored: not trimmed (a name of only "whitespace", such as
+    # U+001F, is a non-empty string the schema allows, and simply matches no job).
     handler = StrictCharField(
-        required=False, min_length=1, max_length=64, help_text="Handler name."
+        required=False,
+        min_length=1,
+        max_length=64,
+        trim_whitespace=False,
+        help_text="Handler name.",
     )
 
     def validate_status(self, value: list[str]) -> list[str]:

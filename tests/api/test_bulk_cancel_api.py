@@ -109,6 +109,17 @@ def test_a_handler_filter_cancels_only_that_handlers_jobs(user_client, settings)
     assert stored_job(default["id"]).status == "scheduled"
 
 
+@pytest.mark.parametrize("handler", ["\u001f", " default"])
+def test_a_handler_name_is_matched_exactly_not_trimmed(user_client, handler):
+    """What the schema allows (a non-empty string) is answered, and matches no job."""
+    job = create_job(user_client, job_body())
+
+    response = cancel_many(user_client, {"handler": handler})
+
+    assert response.json()["data"] == {"cancelled": 0}
+    assert stored_job(job["id"]).status == "scheduled"
+
+
 def test_cancelling_again_cancels_nothing_more(user_client, user):
     insert_job(user_id=user.pk, shard_id=0)
     cancel_many(user_client, {"status": ["scheduled"]})
