@@ -30,6 +30,10 @@ CONSUMER_LAG = Gauge(
     "jobsvc_consumer_lag_messages", "Messages behind the partition's end", ["partition"]
 )
 IN_FLIGHT = Gauge("jobsvc_executor_in_flight", "Attempts running in this executor")
+READ_AHEAD = Gauge(
+    "jobsvc_executor_read_ahead_messages",
+    "Messages read and held for their claim, started in weighted fair order by user",
+)
 OFFSET_HOLES = Counter(
     "jobsvc_consumer_offset_holes",
     "Holes in a partition's delivered offsets, by outcome (filled by a re-read, or accepted)",

@@ -53,6 +53,7 @@ from django.utils import timezone
 from executor_worker import metrics
 from executor_worker.claims import Attempt, ClaimStore, Outcome
 from executor_worker.consumer import JobConsumer, Received
+from executor_worker.fair_buffer import FairBuffer
 from executor_worker.retry_gate import RetryGate
 from executor_worker.runner import AttemptRunner
 from jobsvc.handlers.errors import HandlerTimeout
@@ -64,6 +65,9 @@ from jobsvc.sharding.shards import UnknownShard, shard_alias
 logger = logging.getLogger(__name__)
 
 _POLL_TIMEOUT = 0.05  # seconds one poll waits for messages
+# Polls a turn may make while the broker has messages ready and the read-ahead has room:
+# reading faster than claiming is what fills the read-ahead, where the order is fair.
+_READS_PER_TURN = 4
 _OBSERVE_INTERVAL = 5.0  # seconds between refreshes of the lag and in-flight gauges
 _DEADLINES_SLACK = 1000  # finished attempts the deadline heap may hold beyond 2x running
 # Backoff of a shard whose claim or record failed, and of the dead-letter topic: seconds
@@ -92,6 +96,7 @@ class ExecutorConfig:
     drain_timeout: float  # seconds running attempts get to finish at shutdown
     publish_timeout: float  # seconds to wait for the dead-letter topic's acknowledgement
     unhealthy_after: float = 10.0  # seconds a shard or the DLQ may fail before /readyz does
+    read_ahead: int = 20000  # messages held before their claim, taken in fair order
 
 
 @dataclass(order=True)
@@ -123,7 +128,9 @@ class ExecutorWorker:
         self._started: queue.SimpleQueue[tuple[tuple[str, int], float]] = queue.SimpleQueue()
         self._finished: queue.SimpleQueue[tuple[Outcome, bool]] = queue.SimpleQueue()
         self._pool_busy = 0  # attempts handed to the pool and not returned, late ones too
-        # Per shard, in arrival order: messages to claim (inline handlers first tried), and
+        # Messages read ahead, not given a claim yet: taken in weighted fair order by user.
+        self._waiting: FairBuffer[_Item] = FairBuffer()
+        # Per shard, in fair order: messages to claim (inline handlers first tried), and
         # messages whose inline claim is done that wait for a free handler thread.
         self._to_claim: dict[int, list[_Item]] = defaultdict(list)
         self._for_pool: dict[int, list[_Item]] = defaultdict(list)
@@ -184,6 +191,7 @@ class ExecutorWorker:
         """Finish what runs and record it; messages not claimed yet go back to the group."""
         deadline = time.monotonic() + self.config.drain_timeout
         self.consumer.pause_all(True)
+        self._waiting.clear()
         self._to_claim.clear()
         self._for_pool.clear()
         while (self._running or self._held(self._to_record)) and time.monotonic() < deadline:
@@ -222,17 +230,35 @@ class ExecutorWorker:
         return sum(len(shard_items) for shard_items in items.values())
 
     def _receive(self) -> None:
+        """Read ahead up to ``read_ahead`` messages; pass on as many as may be held, fairly.
+
+        Messages read wait in the fair buffer; each turn, as many as ``max_in_flight`` leaves
+        room for go on to be claimed, in weighted fair order across users (see
+        executor_worker.fair_buffer), at most ``batch_size`` of them.
+        """
+        timeout = _POLL_TIMEOUT
+        for _ in range(_READS_PER_TURN):
+            room_to_read = self.config.read_ahead - len(self._waiting)
+            self.consumer.pause_all(room_to_read <= 0)  # paused, a poll only waits
+            batch = self.consumer.poll_batch(
+                max_messages=max(1, min(room_to_read, self.config.batch_size)), timeout=timeout
+            )
+            self._hold(batch)
+            if len(batch) < self.config.batch_size or room_to_read <= len(batch):
+                break  # the broker had no more for now, or the read-ahead is full
+            timeout = 0.0  # more is read only if it is there already
         held = (
             len(self._running)
             + self._held(self._to_claim)
             + self._held(self._for_pool)
             + self._held(self._to_record)
         )
-        room = self.config.max_in_flight - held
-        self.consumer.pause_all(room <= 0)
-        batch = self.consumer.poll_batch(
-            max_messages=max(1, min(room, self.config.batch_size)), timeout=_POLL_TIMEOUT
-        )
+        room = min(self.config.max_in_flight - held, self.config.batch_size)
+        for message, received in self._waiting.take(room):
+            self._to_claim[message.shard_id].append((message, received))
+        metrics.READ_AHEAD.set(len(self._waiting))
+
+    def _hold(self, batch: list[Received]) -> None:
         for received in batch:
             try:
                 message = JobMessage.decode(received.value)
@@ -246,7 +272,7 @@ class ExecutorWorker:
                 )
                 self.consumer.handled(received)
                 continue
-            self._to_claim[message.shard_id].append((message, received))
+            self._waiting.put(message.user_id, message.weight, (message, received))
 
     def _claim_and_start(self, pool: ThreadPoolExecutor) -> None:
         """Claim what waits, shard by shard; a shard that fails keeps its messages."""

@@ -222,7 +222,12 @@ EXECUTOR_CONCURRENCY = env_int("JOBSVC_EXECUTOR_CONCURRENCY", 16, minimum=1)  # 
 EXECUTOR_BATCH_SIZE = env_int("JOBSVC_EXECUTOR_BATCH_SIZE", 2000, minimum=1)
 # Attempts one executor runs at once; consumption pauses beyond it (bounded memory).
 EXECUTOR_MAX_IN_FLIGHT = env_int("JOBSVC_EXECUTOR_MAX_IN_FLIGHT", 2000, minimum=1)
-# Added to a job's timeout to give its running lease: past it the sweeper retries the job.
+# Messages one executor reads ahead of what it runs: it starts the jobs it holds in
+# weighted fair order across users (executor_worker.fair_buffer), so a job need not wait
+# behind everything published before it. At least the schedulers' in-flight cap (shards x
+# JOBSVC_SCHEDULER_MAX_IN_FLIGHT_PER_SHARD) over the executors, so the broker's queue is
+# read into the executors, where the order is fair, rather than waited on in FIFO order.
+EXECUTOR_READ_AHEAD = env_int("JOBSVC_EXECUTOR_READ_AHEAD", 20000, minimum=1)
 # Messages of one partition held behind one not handled yet (a long job, a shard that
 # cannot be reached): offsets are committed only up to it, so at this many the executor
 # stops reading the partition (bounded memory) until half are committed.

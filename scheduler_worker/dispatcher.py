@@ -4,7 +4,8 @@ One round (``dispatch_round``):
 
 1. capacity = batch size, less what the in-flight cap leaves (published, unfinished jobs);
 2. users with due jobs (a loose index scan: cost grows with users, not with jobs);
-3. each user's quota from the fair-share allocator and the users' weights;
+3. each user's quota from the fair-share allocator and the users' weights; users below
+   their weighted share of the in-flight cap go first (see ``_rooms``);
 4. claim: mark up to that many of each user's oldest due jobs queued, fenced by our epoch;
    capacity a user could not use goes to the others in a second pass;
 5. send the claimed jobs to the broker, users interleaved by weight, without waiting for
@@ -23,6 +24,7 @@ most the publish timeout) and releases what failed before it lets the shard go.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -38,7 +40,7 @@ from jobsvc.messaging.dead_letter import DeadLetter, dead_letters_publish
 from jobsvc.messaging.job_message import JobMessage
 from scheduler_worker import metrics
 from scheduler_worker.errors import ShardFenced
-from scheduler_worker.fair_share import FairShareAllocator, interleave
+from scheduler_worker.fair_share import FairShareAllocator, interleave, weight_of
 from scheduler_worker.in_flight import InFlightLimit
 from scheduler_worker.queries import LOST_ATTEMPT_ERROR
 from scheduler_worker.shard_store import AbandonedJob, ClaimedJob, ShardStore
@@ -176,6 +178,8 @@ class ShardDispatcher:
         self._next_round_record = 0.0
         self._shard_label = str(store.shard_id)
         self._unacknowledged = _Unacknowledged()
+        self._user_in_flight: dict[int, int] = {}  # this round's, per user (see _rooms)
+        self._limit = config.max_in_flight  # this round's in-flight limit for the shard
         self._acquire_delay = acquire_delay  # seconds to wait before taking the lease
         # Since when every round failed (clock time), None while rounds succeed.
         self._failing_since: float | None = None
@@ -450,16 +454,41 @@ class ShardDispatcher:
         if not self._unacknowledged.wait_below(limit, self.config.poll_interval):
             return 0  # the broker is behind: let it catch up before claiming more
         capacity = min(self.config.batch_size, limit - self._unacknowledged.count)
+        self._user_in_flight = {}
         if self.config.max_in_flight:
-            in_flight = self.store.in_flight()
+            self._user_in_flight = self.store.in_flight_by_user()
+            in_flight = sum(self._user_in_flight.values())
             metrics.IN_FLIGHT.labels(self._shard_label).set(in_flight)
             limit = self.config.max_in_flight
             if self._in_flight_limit is not None:
                 age = self.store.oldest_queued_age()
                 limit = self._in_flight_limit.update(oldest_queued_age=age)
             metrics.IN_FLIGHT_LIMIT.labels(self._shard_label).set(limit)
+            self._limit = limit
             capacity = min(capacity, limit - in_flight)
         return capacity
+
+    def _rooms(self, users: list[int], weights: dict[int, float]) -> dict[int, int]:
+        """Per due user: how many more of its jobs may be in flight before it passes its
+        weighted share of the shard's in-flight limit (at least one job).
+
+        Executors start the jobs they hold in weighted fair order across users
+        (executor_worker.fair_buffer), so what a user gets is decided there, as long as
+        every backlogged user has jobs held. When capacity is short, users below their share
+        go first: otherwise the jobs of users who start slowly, because others outweigh them
+        on other shards, would fill the limit, and a heavier user whose jobs sit on few
+        shards would run dry in the executors while still backlogged. Capacity those users
+        cannot use still goes to the others (``_claim_fairly``): this orders, it does not
+        throttle. (No in-flight limit: no per-user one either.)
+        """
+        if not self.config.max_in_flight:
+            return dict.fromkeys(users, self.config.batch_size)
+        total = sum(weight_of(weights, user) for user in users)
+        return {
+            user: max(1, math.ceil(self._limit * weight_of(weights, user) / total))
+            - self._user_in_flight.get(user, 0)
+            for user in users
+        }
 
     def _claim_fairly(
         self, capacity: int, users: list[int], weights: dict[int, float]
@@ -468,15 +497,21 @@ class ShardDispatcher:
 
         How many jobs each user has due is not known (counting them would cost what the
         loose index scan saves), so the allocation assumes every user could fill the whole
-        capacity; a user that gets fewer jobs than its slots has run dry, and its unused
-        slots go to the users that filled theirs, in up to ``_MAX_CLAIM_PASSES - 1`` more
-        claims. The allocator then learns what the round really gave (``settle``).
+        capacity, or its room in flight (``_rooms``) if that is less; users without room
+        wait. A user that gets fewer jobs than its slots has run dry, and the unused slots
+        go to the users that filled theirs and to those without room, by weight, in up to
+        ``_MAX_CLAIM_PASSES - 1`` more claims. The allocator then learns what the round
+        really gave (``settle``).
         """
-        quotas = self.allocator.allocate(
-            capacity=capacity, demand=dict.fromkeys(users, capacity), weights=weights
-        )
+        rooms = self._rooms(users, weights)
+        demand = {user: min(capacity, room) for user, room in rooms.items() if room > 0}
+        quotas = self.allocator.allocate(capacity=capacity, demand=demand, weights=weights)
         claimed, filled = self._claim(quotas)
         drained = [user for user in quotas if user not in filled]
+        # Capacity that users with room could not use goes to every user still backlogged,
+        # by weight, the users at or over their share of the in-flight limit included: the
+        # limit per user decides who goes first when capacity is short, not the throughput.
+        filled += [user for user in users if rooms[user] <= 0]
         extra: Counter[int] = Counter()
         left = capacity - len(claimed)
         for _ in range(_MAX_CLAIM_PASSES - 1):
@@ -509,7 +544,10 @@ class ShardDispatcher:
         for job in claimed:
             by_user[job.user_id].append(job)
         ordered = interleave(by_user, weights)
-        messages = [(job.job_id.encode(), self._message(job).encode()) for job in ordered]
+        messages = [
+            (job.job_id.encode(), self._message(job, weight_of(weights, job.user_id)).encode())
+            for job in ordered
+        ]
         job_ids = [job.job_id for job in ordered]
 
         def on_done(failed: list[int]) -> None:
@@ -550,7 +588,7 @@ class ShardDispatcher:
             metrics.SHARE_TARGET.remove(self._shard_label, label)
         self._weight_classes = set()
 
-    def _message(self, job: ClaimedJob) -> JobMessage:
+    def _message(self, job: ClaimedJob, weight: float) -> JobMessage:
         return JobMessage(
             job_id=job.job_id,
             shard_id=self.store.shard_id,
@@ -559,6 +597,7 @@ class ShardDispatcher:
             epoch=self.epoch,
             due_at=job.due_at,
             dispatched_at=job.dispatched_at,
+            weight=weight,
         )
 
 

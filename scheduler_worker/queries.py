@@ -36,6 +36,10 @@ COUNT_DUE = """
 """
 
 COUNT_IN_FLIGHT = "SELECT count(*) FROM jobs WHERE status IN ('queued', 'running')"
+# The same, per user: the partial in-flight index keeps it to the in-flight rows.
+COUNT_IN_FLIGHT_BY_USER = """
+    SELECT user_id, count(*) FROM jobs WHERE status IN ('queued', 'running') GROUP BY user_id
+"""
 
 # Seconds the oldest queued job (published, not started yet) has waited. A queued job's
 # lease is its dispatch time plus the queued timeout, so the in-flight index, in lease

@@ -74,6 +74,12 @@ class ShardStore:
             cursor.execute(queries.COUNT_IN_FLIGHT)
             return cursor.fetchone()[0]
 
+    def in_flight_by_user(self) -> dict[int, int]:
+        """Published, unfinished jobs (queued or running) per user who has any."""
+        with self._cursor() as cursor:
+            cursor.execute(queries.COUNT_IN_FLIGHT_BY_USER)
+            return dict(cursor.fetchall())
+
     def oldest_queued_age(self) -> float | None:
         """Seconds the oldest published, not yet started job has waited (None: none)."""
         with self._cursor() as cursor:

@@ -1,17 +1,23 @@
 """The message a scheduler publishes to the jobs topic for each dispatch, version 1.
 
     {"v": 1, "job_id": "...", "shard_id": 2, "user_id": 7, "attempt": 1, "epoch": 12,
-     "due_at": "2030-01-01T00:00:00Z", "dispatched_at": "2030-01-01T00:00:00.012Z"}
+     "due_at": "2030-01-01T00:00:00Z", "dispatched_at": "2030-01-01T00:00:00.012Z",
+     "weight": 4.0}
 
 ``attempt`` is the attempt this dispatch starts (1 for the first run). An executor runs
 the job only if it can claim that attempt in the shard database, so a duplicate message,
 or one from an earlier attempt, changes nothing. The job's payload is not in the message:
 the claim reads it from the database, which is the one source of truth.
+
+``weight`` is the user's ``job_weight`` when the job was dispatched: executors start the
+jobs they hold in weighted fair order across users (executor_worker.fair_buffer). It is
+optional (1.0 when missing), so messages of older schedulers still decode.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -38,6 +44,7 @@ class JobMessage:
     epoch: int
     due_at: datetime
     dispatched_at: datetime
+    weight: float = 1.0
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -50,6 +57,7 @@ class JobMessage:
                 "epoch": self.epoch,
                 "due_at": utc_iso(self.due_at),
                 "dispatched_at": utc_iso(self.dispatched_at),
+                "weight": self.weight,
             },
             separators=(",", ":"),
         ).encode()
@@ -68,6 +76,7 @@ class JobMessage:
         attempt = _typed(data, "attempt", int)
         if not 1 <= attempt <= MAX_ATTEMPT:
             raise MalformedJobMessage(f"attempt must be between 1 and {MAX_ATTEMPT}")
+        weight = _weight(data.get("weight", 1.0))
         try:
             return cls(
                 job_id=job_id,
@@ -77,6 +86,7 @@ class JobMessage:
                 epoch=_typed(data, "epoch", int),
                 due_at=datetime.fromisoformat(_typed(data, "due_at", str)),
                 dispatched_at=datetime.fromisoformat(_typed(data, "dispatched_at", str)),
+                weight=weight,
             )
         except ValueError as exc:
             raise MalformedJobMessage(str(exc)) from None
@@ -87,6 +97,17 @@ def _typed(data: dict, key: str, kind: type):
     if not isinstance(value, kind) or isinstance(value, bool):
         raise MalformedJobMessage(f"{key} must be a {kind.__name__}")
     return value
+
+
+def _weight(value) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            weight = float(value)
+        except OverflowError:  # an integer beyond a float's range
+            weight = math.inf
+        if math.isfinite(weight) and weight > 0:
+            return weight
+    raise MalformedJobMessage("weight must be a positive, finite number")
 
 
 def utc_iso(value: datetime) -> str:

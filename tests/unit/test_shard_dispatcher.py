@@ -29,6 +29,7 @@ class InMemoryShard:
     def __init__(self) -> None:
         self.due: dict[int, int] = defaultdict(int)  # user -> due jobs (FLOOD: endless)
         self.claimed: Counter[int] = Counter()
+        self.flying: Counter[int] = Counter()  # claimed, not finished by an executor yet
         self._ids = itertools.count()
 
     def add(self, user: int, jobs: int) -> None:
@@ -44,11 +45,20 @@ class InMemoryShard:
             taken = min(quota, self.due[user])
             self.due[user] -= taken
             self.claimed[user] += taken
+            self.flying[user] += taken
             batch += [ClaimedJob(f"job-{next(self._ids)}", user, 0, now, now) for _ in range(taken)]
         return batch
 
     def in_flight(self) -> int:
-        return 0
+        return sum(self.flying.values())
+
+    def in_flight_by_user(self) -> dict[int, int]:
+        return {user: jobs for user, jobs in self.flying.items() if jobs}
+
+    def finish(self, user: int) -> int:
+        """An executor ran every in-flight job of the user; return how many."""
+        finished, self.flying[user] = self.flying[user], 0
+        return finished
 
     def release(self, *, epoch: int, job_ids: list[str]) -> int:
         return 0
@@ -75,7 +85,9 @@ class FixedWeights:
         return {user: self.weights.get(user, 1.0) for user in user_ids}
 
 
-def dispatcher(shard: InMemoryShard, weights: dict[int, float], *, batch_size: int):
+def dispatcher(
+    shard: InMemoryShard, weights: dict[int, float], *, batch_size: int, max_in_flight: int = 0
+):
     result = ShardDispatcher(
         store=shard,
         owner="test",
@@ -84,7 +96,7 @@ def dispatcher(shard: InMemoryShard, weights: dict[int, float], *, batch_size: i
             topic="jobs",
             dead_letter_topic="dead",
             batch_size=batch_size,
-            max_in_flight=0,
+            max_in_flight=max_in_flight,
             poll_interval=0.01,
             queued_timeout=60.0,
             sweep_interval=5.0,
@@ -149,6 +161,60 @@ def test_a_user_that_runs_dry_leaves_its_slots_to_the_others_in_the_same_round()
 
     assert rounds.dispatch_round() == 10
     assert shard.claimed == {1: 1, 2: 9}
+
+
+def test_a_user_whose_jobs_start_slowly_cannot_fill_the_shards_in_flight_limit():
+    """Executors start held jobs by weight across the whole system, so on one shard the
+    jobs of a user that others outweigh elsewhere start slowly. They must not take the
+    room of a user whose jobs start at once: that one would run dry while backlogged."""
+    shard = InMemoryShard()
+    slow, fast = 1, 2
+    shard.add(slow, FLOOD)
+    shard.add(fast, FLOOD)
+    rounds = dispatcher(shard, {fast: 4.0}, batch_size=50, max_in_flight=100)
+
+    dispatched_to_fast = []
+    for _ in range(200):
+        before = shard.claimed[fast]
+        rounds.dispatch_round()
+        dispatched_to_fast.append(shard.claimed[fast] - before)
+        shard.finish(fast)  # the slow user's jobs never start in this replay
+
+    assert shard.flying[slow] == 20  # its weighted share of the limit: 1/5 of 100
+    assert min(dispatched_to_fast[5:]) == 50  # a whole batch every round, for ever
+
+
+def test_a_user_new_to_a_full_shard_gets_room_as_the_others_finish():
+    shard = InMemoryShard()
+    shard.add(1, FLOOD)
+    rounds = dispatcher(shard, {}, batch_size=100, max_in_flight=100)
+    rounds.dispatch_round()
+    assert shard.flying[1] == 100
+
+    shard.add(2, 1)  # a light user, due while the shard is full
+    rounds.dispatch_round()
+    assert shard.claimed[2] == 0  # no room until something finishes
+    shard.finish(1)
+    rounds.dispatch_round()
+    assert shard.claimed[2] == 1
+    assert shard.flying[1] == 99  # the flood fills the rest of the limit
+
+
+def test_the_share_of_the_limit_orders_users_it_does_not_throttle_a_flood():
+    """1,000 users with one due job each beside one flood: the flood's share of the
+    in-flight limit is tiny, but the capacity the light users cannot use is still its."""
+    shard = InMemoryShard()
+    flood = 0
+    shard.add(flood, FLOOD)
+    for user in range(1, 1001):
+        shard.add(user, 1)
+    rounds = dispatcher(shard, {}, batch_size=2000, max_in_flight=5000)
+
+    assert rounds.dispatch_round() == 2000
+    assert all(shard.claimed[user] == 1 for user in range(1, 1001))
+    assert shard.claimed[flood] == 1000
+    assert rounds.dispatch_round() == 2000  # alone now, over its share: still served
+    assert shard.claimed[flood] == 3000
 
 
 def gauge(name: str, shard: int, weight_class: str) -> float | None:

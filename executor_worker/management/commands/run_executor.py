@@ -58,6 +58,7 @@ class Command(BaseCommand):
                 batch_size=settings.EXECUTOR_BATCH_SIZE,
                 concurrency=options["concurrency"],
                 max_in_flight=settings.EXECUTOR_MAX_IN_FLIGHT,
+                read_ahead=settings.EXECUTOR_READ_AHEAD,
                 max_uncommitted=settings.EXECUTOR_MAX_UNCOMMITTED_PER_PARTITION,
                 lease_grace_seconds=settings.EXECUTOR_LEASE_GRACE,
                 drain_timeout=settings.EXECUTOR_DRAIN_TIMEOUT,

@@ -1,0 +1,94 @@
+"""Messages an executor holds before it claims them, taken in weighted fair order by user.
+
+Schedulers dispatch each shard fairly, but what users feel is when their jobs *start*, and
+that is decided here: an executor reads ahead of what it runs (up to its read-ahead) and
+starts the held jobs in weighted fair order across users, whatever shard or partition they
+came from and however long another user's queue is. So a job of a user with nothing else
+held starts next, not behind everything already read; and while several users have jobs
+held, their starts follow their weights in every batch.
+
+The order is stride scheduling (start-time fair queueing with unit-cost jobs): each user
+has a *pass*, the virtual time of its next job's start. ``take`` serves the user with the
+smallest pass (ties: who became waiting first), moves the virtual time there, and adds
+``1 / weight`` to that user's pass. Jobs of one user keep their arrival order (the
+scheduler sends a user's jobs by priority, then due time).
+
+No banked credit: a user that had nothing held starts again from the current virtual time,
+never from an older pass, so an idle user does not return with a burst. A user that was
+served ahead (its pass beyond the virtual time) keeps that pass when its queue runs dry for
+a moment, so emptying the queue between two deliveries gains nothing.
+
+Not thread-safe: the executor's loop thread owns it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class FairBuffer(Generic[T]):
+    def __init__(self) -> None:
+        self._queues: dict[Hashable, deque[T]] = {}
+        self._weights: dict[Hashable, float] = {}
+        # Users served ahead of the virtual time whose queue is empty: their next pass.
+        self._ahead: dict[Hashable, float] = {}
+        self._turns: list[tuple[float, int, Hashable]] = []  # (pass, arrival, user)
+        self._arrivals = itertools.count()
+        self._virtual = 0.0
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def users(self) -> int:
+        """Users with at least one item held."""
+        return len(self._queues)
+
+    def put(self, user: Hashable, weight: float, item: T) -> None:
+        """Hold ``item`` of ``user``, whose weight (a positive number) is ``weight``."""
+        if not weight > 0:
+            raise ValueError(f"weight must be positive, got {weight!r}")
+        self._weights[user] = weight  # the latest message's weight counts
+        queue = self._queues.get(user)
+        if queue is None:
+            queue = self._queues[user] = deque()
+            start = max(self._virtual, self._ahead.pop(user, self._virtual))
+            heapq.heappush(self._turns, (start, next(self._arrivals), user))
+        queue.append(item)
+        self._size += 1
+
+    def take(self, count: int) -> list[T]:
+        """Up to ``count`` items, in weighted fair order; they leave the buffer."""
+        taken: list[T] = []
+        while len(taken) < count and self._turns:
+            start, arrival, user = heapq.heappop(self._turns)
+            queue = self._queues[user]
+            taken.append(queue.popleft())
+            self._virtual = start
+            following = start + 1.0 / self._weights[user]
+            if queue:
+                heapq.heappush(self._turns, (following, arrival, user))
+            else:
+                del self._queues[user]
+                del self._weights[user]
+                self._ahead[user] = following
+        self._size -= len(taken)
+        self._forget_caught_up()
+        return taken
+
+    def clear(self) -> list[T]:
+        """Everything held, in no particular order; the buffer is empty after."""
+        items = [item for queue in self._queues.values() for item in queue]
+        self.__init__()
+        return items
+
+    def _forget_caught_up(self) -> None:
+        """Drop the passes the virtual time has reached: they would start from it anyway."""
+        if len(self._ahead) > 2 * len(self._queues) + 64:
+            self._ahead = {user: p for user, p in self._ahead.items() if p > self._virtual}

@@ -1,0 +1,86 @@
+"""The executor's read-ahead buffer starts held jobs in weighted fair order across users."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from executor_worker.fair_buffer import FairBuffer
+
+
+def filled(backlogs: dict[str, tuple[float, int]]) -> FairBuffer[tuple[str, int]]:
+    buffer: FairBuffer[tuple[str, int]] = FairBuffer()
+    for user, (weight, count) in backlogs.items():
+        for index in range(count):
+            buffer.put(user, weight, (user, index))
+    return buffer
+
+
+def test_every_prefix_follows_the_weights_while_all_are_backlogged():
+    buffer = filled({"light": (1.0, 1000), "middle": (2.0, 1000), "heavy": (4.0, 1000)})
+    taken: Counter[str] = Counter()
+    for _ in range(100):  # batches of 7: each is exactly 1:2:4
+        batch = buffer.take(7)
+        taken.update(user for user, _ in batch)
+        assert Counter(user for user, _ in batch) == {"light": 1, "middle": 2, "heavy": 4}
+    assert taken == {"light": 100, "middle": 200, "heavy": 400}
+
+
+def test_a_users_jobs_keep_their_order():
+    buffer = filled({"a": (1.0, 50), "b": (3.0, 50)})
+    taken = buffer.take(100)
+    for user in ("a", "b"):
+        assert [index for who, index in taken if who == user] == list(range(50))
+    assert len(buffer) == 0 and buffer.users() == 0
+
+
+def test_a_user_arriving_behind_a_flood_goes_next():
+    buffer = filled({"flood": (1.0, 10_000)})
+    buffer.take(3000)
+    buffer.put("light", 1.0, ("light", 0))
+    assert ("light", 0) in buffer.take(2)  # not behind the 7,000 flood jobs held
+
+
+def test_an_idle_user_does_not_return_with_banked_credit():
+    buffer = filled({"steady": (1.0, 5000)})
+    buffer.take(1000)  # "burst" had nothing held all this time
+    for index in range(100):
+        buffer.put("burst", 1.0, ("burst", index))
+    assert Counter(user for user, _ in buffer.take(20)) == {"steady": 10, "burst": 10}
+
+
+def test_running_dry_for_a_moment_gains_nothing():
+    buffer = filled({"steady": (1.0, 5000)})
+    served = Counter()
+    for index in range(300):  # "greedy" has one job held at a time, refilled at once
+        buffer.put("greedy", 4.0, ("greedy", index))
+        served.update(user for user, _ in buffer.take(1))
+    # weight 4 against 1: about 4/5 of the starts, never more because its queue emptied
+    assert served["greedy"] <= 0.8 * 300 + 1
+
+
+def test_a_light_share_is_not_starved_by_many_users():
+    buffer = filled({f"user-{n}": (1.0, 100) for n in range(1000)})
+    first = {user for user, _ in buffer.take(1000)}
+    assert len(first) == 1000  # every user started once in the first thousand
+
+
+def test_weights_follow_the_latest_message():
+    buffer = filled({"a": (1.0, 100), "b": (1.0, 100)})
+    buffer.put("a", 3.0, ("a", 100))  # a's weight was raised
+    assert Counter(user for user, _ in buffer.take(40)) == {"a": 30, "b": 10}
+
+
+def test_clear_returns_everything_held():
+    buffer = filled({"a": (1.0, 3), "b": (2.0, 2)})
+    first = buffer.take(1)
+    held = buffer.clear()
+    assert sorted(first + held) == [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1)]
+    assert len(buffer) == 0 and buffer.take(5) == []
+
+
+@pytest.mark.parametrize("weight", [0.0, -1.0, float("nan")])
+def test_a_weight_must_be_positive(weight):
+    with pytest.raises(ValueError):
+        FairBuffer().put("a", weight, "job")

@@ -1,0 +1,52 @@
+"""The jobs topic's message: the weight executors order by, and what a bad one is."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from jobsvc.messaging.job_message import JobMessage, MalformedJobMessage
+
+MESSAGE = JobMessage(
+    job_id="2Jb6hU3kDN1Qf0kP7zXv9mWcR4a",
+    shard_id=1,
+    user_id=7,
+    attempt=1,
+    epoch=3,
+    due_at=datetime(2030, 1, 1, tzinfo=UTC),
+    dispatched_at=datetime(2030, 1, 1, 0, 0, 0, 12000, tzinfo=UTC),
+    weight=4.0,
+)
+
+
+def with_weight(weight) -> bytes:
+    data = json.loads(MESSAGE.encode())
+    if weight is ...:
+        del data["weight"]
+    else:
+        data["weight"] = weight
+    return json.dumps(data).encode()
+
+
+def test_a_message_round_trips_with_its_users_weight():
+    assert JobMessage.decode(MESSAGE.encode()) == MESSAGE
+
+
+def test_a_message_without_a_weight_is_weight_1():
+    """Messages published by a scheduler from before the weight was sent."""
+    assert JobMessage.decode(with_weight(...)).weight == 1.0
+
+
+@pytest.mark.parametrize("weight", [0, -1, "4", True, None, 10**400, [1]])
+def test_a_weight_that_is_not_a_positive_finite_number_is_malformed(weight):
+    with pytest.raises(MalformedJobMessage, match="weight"):
+        JobMessage.decode(with_weight(weight))
+
+
+@pytest.mark.parametrize("literal", [b"NaN", b"Infinity"])
+def test_non_finite_weights_are_malformed(literal):
+    raw = with_weight(1).replace(b'"weight": 1', b'"weight": ' + literal)
+    with pytest.raises(MalformedJobMessage, match="weight"):
+        JobMessage.decode(raw)
