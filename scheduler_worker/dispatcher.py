@@ -19,6 +19,11 @@ message is published. If the worker dies between claim and acknowledgement, the 
 makes the job due again when the lease expires; a duplicate message that may result is
 dropped by the executor's claim. A stopping dispatcher waits for its acknowledgements (at
 most the publish timeout) and releases what failed before it lets the shard go.
+
+The dispatch thread also runs the shard's sweeps between rounds
+(``scheduler_worker.sweeper``). The messages awaiting acknowledgement are counted in
+``scheduler_worker.acknowledgements``; the fairness gauges and counters are set by
+``scheduler_worker.dispatch_metrics``.
 """
 
 from __future__ import annotations
@@ -31,72 +36,26 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from django.conf import settings
 from django.db import Error as DatabaseError
 from django.db import connections
-from django.utils import timezone
 
-from jobsvc.messaging.dead_letter import DeadLetter, dead_letters_publish
 from jobsvc.messaging.job_message import JobMessage
 from scheduler_worker import metrics
+from scheduler_worker.acknowledgements import Unacknowledged
+from scheduler_worker.dispatch_metrics import BackloggedGauges, observe_dispatched
 from scheduler_worker.errors import ShardFenced
 from scheduler_worker.fair_share import FairShareAllocator, interleave, weight_of
 from scheduler_worker.in_flight import InFlightLimit
-from scheduler_worker.queries import LOST_ATTEMPT_ERROR
-from scheduler_worker.shard_store import AbandonedJob, ClaimedJob, ShardStore
+from scheduler_worker.shard_store import ClaimedJob, ShardStore
+from scheduler_worker.sweeper import ShardSweeper
 from scheduler_worker.weights import WeightBook
 
 logger = logging.getLogger(__name__)
 
 _MAX_CLAIM_PASSES = 3
 _ERROR_BACKOFF_SECONDS = 1.0  # after a database or broker error, before the next round
-# Finished jobs past their retention, and expired Idempotency-Keys, deleted per shard per
-# sweep (every 5 s by default): each 1,000/s per shard, above the design's 5M jobs an hour.
-PURGED_PER_SWEEP = 5000
 _UNACKNOWLEDGED_ROUNDS = 2  # full rounds of messages that may await acknowledgement
 ROUND_RECORD_INTERVAL = 1.0  # seconds; at most one write of the last round's time per shard
-
-
-class _Unacknowledged:
-    """A dispatcher's messages the broker has not acknowledged yet, and those it failed.
-
-    Delivery reports arrive on the producer's thread; the dispatch thread takes the failed
-    jobs and waits for room.
-    """
-
-    def __init__(self) -> None:
-        self._count = 0
-        self._failed: list[str] = []
-        self._changed = threading.Condition()
-
-    def add(self, count: int) -> None:
-        with self._changed:
-            self._count += count
-
-    def report(self, job_ids: list[str], failed: list[int]) -> None:
-        with self._changed:
-            self._count -= len(job_ids)
-            self._failed.extend(job_ids[i] for i in failed)
-            self._changed.notify_all()
-
-    @property
-    def count(self) -> int:
-        with self._changed:
-            return self._count
-
-    def take_failed(self) -> list[str]:
-        with self._changed:
-            failed, self._failed = self._failed, []
-            return failed
-
-    def put_back(self, failed: list[str]) -> None:
-        with self._changed:
-            self._failed.extend(failed)
-
-    def wait_below(self, limit: int, timeout: float) -> bool:
-        """Wait until fewer than ``limit`` messages are unacknowledged."""
-        with self._changed:
-            return self._changed.wait_for(lambda: self._count < limit, timeout)
 
 
 class Producer(Protocol):
@@ -174,16 +133,23 @@ class ShardDispatcher:
         self._thread = threading.Thread(
             target=self._run, name=f"dispatch-shard-{store.shard_id}", daemon=True
         )
-        self._next_sweep = 0.0
         self._next_round_record = 0.0
         self._shard_label = str(store.shard_id)
-        self._unacknowledged = _Unacknowledged()
+        self._unacknowledged = Unacknowledged()
         self._user_in_flight: dict[int, int] = {}  # this round's, per user (see _rooms)
         self._limit = config.max_in_flight  # this round's in-flight limit for the shard
         self._acquire_delay = acquire_delay  # seconds to wait before taking the lease
         # Since when every round failed (clock time), None while rounds succeed.
         self._failing_since: float | None = None
-        self._weight_classes: set[str] = set()  # backlogged classes in the gauges, this shard
+        self._backlogged = BackloggedGauges(shard_id=store.shard_id)
+        self._sweeper = ShardSweeper(
+            store=store,
+            producer=producer,
+            dead_letter_topic=config.dead_letter_topic,
+            publish_timeout=config.publish_timeout,
+            sweep_interval=config.sweep_interval,
+            clock=clock,
+        )
         self._in_flight_limit = (
             InFlightLimit(
                 ceiling=config.max_in_flight,
@@ -256,7 +222,7 @@ class ShardDispatcher:
             )
             self.on_fenced(self)
         finally:
-            self._forget_backlogged()
+            self._backlogged.forget()
             metrics.SHARD_FAILING.labels(self._shard_label).set(0)
             connections.close_all()  # this thread's: the shard's and the control database's
 
@@ -323,8 +289,8 @@ class ShardDispatcher:
     def _guarded_round(self) -> int:
         """One round; database and broker trouble is logged and retried, fencing is not."""
         try:
-            if self.clock() >= self._next_sweep:
-                self._sweep()
+            if self._sweeper.is_due():
+                self._sweeper.sweep(epoch=self.epoch)
             published = self.dispatch_round()
         except DatabaseError as exc:
             logger.warning("shard %s: database error, retrying: %s", self.store.shard_id, exc)
@@ -344,75 +310,6 @@ class ShardDispatcher:
         self._round_worked()
         return published
 
-    def _sweep(self) -> None:
-        metrics.DUE_BACKLOG.labels(self._shard_label).set(self.store.due_backlog())
-        result = self.store.sweep(epoch=self.epoch)
-        failed = self.store.fail_abandoned(
-            epoch=self.epoch,
-            dead_letter=self._dead_letter,
-            dead_letter_timeout=self.config.publish_timeout,
-        )
-        now = timezone.now()
-        purged_keys = self.store.purge_expired_idempotency_keys(
-            expired_at=now - settings.IDEMPOTENCY_KEY_TTL, limit=PURGED_PER_SWEEP
-        )
-        purged_jobs = 0
-        if settings.JOB_RETENTION:
-            purged_jobs = self.store.purge_finished_jobs(
-                finished_before=now - settings.JOB_RETENTION, limit=PURGED_PER_SWEEP
-            )
-        self._next_sweep = self.clock() + self.config.sweep_interval
-        metrics.IDEMPOTENCY_KEYS_PURGED.inc(purged_keys)
-        metrics.JOBS_PURGED.inc(purged_jobs)
-        metrics.JOBS_SWEPT.labels("unclaimed").inc(result.unclaimed)
-        metrics.JOBS_SWEPT.labels("abandoned").inc(result.abandoned)
-        metrics.JOBS_SWEPT.labels("exhausted").inc(failed)
-        if failed:
-            logger.error(
-                "shard %s: %d jobs failed: their executors died on the last attempt",
-                self.store.shard_id,
-                failed,
-                extra={"shard": self.store.shard_id, "action": "fail"},
-            )
-        if result.unclaimed or result.abandoned:
-            logger.warning(
-                "shard %s: made %d unclaimed and %d abandoned jobs due again",
-                self.store.shard_id,
-                result.unclaimed,
-                result.abandoned,
-                extra={"shard": self.store.shard_id, "action": "sweep"},
-            )
-
-    def _dead_letter(self, jobs: list[AbandonedJob]) -> bool:
-        now = timezone.now()
-        letters = [
-            DeadLetter(
-                job_id=job.job_id,
-                shard_id=self.store.shard_id,
-                user_id=job.user_id,
-                handler=job.handler,
-                handler_params=job.handler_params,
-                message=job.message,
-                attempts=job.attempts,
-                max_attempts=job.max_attempts,
-                reason="exhausted",
-                attempt_errors=[
-                    *job.attempt_errors,
-                    {"attempt": job.attempts, "error": LOST_ATTEMPT_ERROR},
-                ],
-                execute_at=job.execute_at,
-                created_at=job.created_at,
-                failed_at=now,
-            )
-            for job in jobs
-        ]
-        return dead_letters_publish(
-            producer=self.producer,
-            topic=self.config.dead_letter_topic,
-            letters=letters,
-            timeout=self.config.publish_timeout,
-        )
-
     def dispatch_round(self) -> int:
         """Claim and publish one fair batch; return how many jobs were published."""
         with metrics.DISPATCH_ROUND.time():
@@ -425,7 +322,7 @@ class ShardDispatcher:
             return 0
         users = self.store.due_users()
         weights = self.weights.weights_for(users) if users else {}
-        self._observe_backlogged(weights)
+        self._backlogged.observe(weights)
         if not users:
             return 0
         if not self._running.is_set():
@@ -552,41 +449,13 @@ class ShardDispatcher:
 
         def on_done(failed: list[int]) -> None:
             self._unacknowledged.report(job_ids, failed)
-            _observe_dispatched(ordered, set(failed), weights)
+            observe_dispatched(jobs=ordered, failed=set(failed), weights=weights)
 
         self._unacknowledged.add(len(ordered))
         self.producer.send(
             self.config.topic, messages, on_done=on_done, timeout=self.config.publish_timeout
         )
         return len(ordered)
-
-    def _observe_backlogged(self, weights: dict[int, float]) -> None:
-        """This shard's backlogged users per weight class, and each class's due share.
-
-        Labelled by shard (each shard's thread sets its own series); a class that is no
-        longer backlogged here drops to 0 instead of keeping its last value.
-        """
-        users: dict[str, int] = defaultdict(int)
-        weight: dict[str, float] = defaultdict(float)
-        for user_weight in weights.values():
-            label = metrics.weight_class(user_weight)
-            users[label] += 1
-            weight[label] += user_weight
-        total = sum(weight.values()) or 1.0
-        for label in self._weight_classes - set(users):
-            metrics.BACKLOGGED_USERS.labels(self._shard_label, label).set(0)
-            metrics.SHARE_TARGET.labels(self._shard_label, label).set(0)
-        for label in users:
-            metrics.BACKLOGGED_USERS.labels(self._shard_label, label).set(users[label])
-            metrics.SHARE_TARGET.labels(self._shard_label, label).set(weight[label] / total)
-        self._weight_classes |= set(users)
-
-    def _forget_backlogged(self) -> None:
-        """The shard is no longer this dispatcher's: its series go (the next owner's count)."""
-        for label in self._weight_classes:
-            metrics.BACKLOGGED_USERS.remove(self._shard_label, label)
-            metrics.SHARE_TARGET.remove(self._shard_label, label)
-        self._weight_classes = set()
 
     def _message(self, job: ClaimedJob, weight: float) -> JobMessage:
         return JobMessage(
@@ -599,16 +468,3 @@ class ShardDispatcher:
             dispatched_at=job.dispatched_at,
             weight=weight,
         )
-
-
-def _observe_dispatched(
-    ordered: list[ClaimedJob], failed: set[int], weights: dict[int, float]
-) -> None:
-    per_class: dict[str, int] = defaultdict(int)
-    for index, job in enumerate(ordered):
-        if index in failed:
-            continue
-        per_class[metrics.weight_class(weights.get(job.user_id, 1.0))] += 1
-        metrics.DISPATCH_LAG.observe(max(0.0, (job.dispatched_at - job.due_at).total_seconds()))
-    for label, count in per_class.items():
-        metrics.JOBS_DISPATCHED.labels(label).inc(count)

@@ -1,0 +1,54 @@
+"""A dispatcher's messages the broker has yet to acknowledge, and the jobs it failed.
+
+The dispatcher sends a round's messages without waiting for the broker (see
+``scheduler_worker.dispatcher``): the broker's delivery reports arrive later, on the
+producer's thread. ``Unacknowledged`` counts the messages still awaiting a report, so the
+dispatch thread can cap them and wait for room, and keeps the jobs of failed messages
+until the dispatch thread takes them to make them due again.
+"""
+
+from __future__ import annotations
+
+import threading
+
+
+class Unacknowledged:
+    """A dispatcher's messages the broker has not acknowledged yet, and those it failed.
+
+    Delivery reports arrive on the producer's thread; the dispatch thread takes the failed
+    jobs and waits for room.
+    """
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._failed: list[str] = []
+        self._changed = threading.Condition()
+
+    def add(self, count: int) -> None:
+        with self._changed:
+            self._count += count
+
+    def report(self, job_ids: list[str], failed: list[int]) -> None:
+        with self._changed:
+            self._count -= len(job_ids)
+            self._failed.extend(job_ids[i] for i in failed)
+            self._changed.notify_all()
+
+    @property
+    def count(self) -> int:
+        with self._changed:
+            return self._count
+
+    def take_failed(self) -> list[str]:
+        with self._changed:
+            failed, self._failed = self._failed, []
+            return failed
+
+    def put_back(self, failed: list[str]) -> None:
+        with self._changed:
+            self._failed.extend(failed)
+
+    def wait_below(self, limit: int, timeout: float) -> bool:
+        """Wait until fewer than ``limit`` messages are unacknowledged."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._count < limit, timeout)
