@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import os
 import secrets
 import statistics
@@ -38,6 +37,7 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 from deploy.bench.processes import WorkerProcess
+from deploy.bench.shares import jain_index, percentile
 from jobsvc.accounts.models import User
 from jobsvc.messaging.topics import TopicSpec, ensure_topics
 from jobsvc.sharding.ids import new_job_id
@@ -264,21 +264,6 @@ def _setup(*, schedulers: int, executors: int, extra: str = "") -> str:
 
 
 # --- statistics -----------------------------------------------------------------------
-
-
-def percentile(ordered: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile of sorted values (q in 0-100)."""
-    if not ordered:
-        return math.nan
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
-
-
-def jain_index(values: Sequence[float]) -> float:
-    """Jain's fairness index: 1 when all values are equal, 1/n when one takes everything."""
-    total = sum(values)
-    squares = sum(v * v for v in values)
-    return total * total / (len(values) * squares) if squares else math.nan
 
 
 def _ms(seconds: float) -> float:

@@ -37,8 +37,14 @@ from deploy.bench.dispatch import (
     _setup,
     _wait,
     _workers,
+)
+from deploy.bench.shares import (
+    backlogged_windows,
     jain_index,
+    per_second,
     percentile,
+    shares,
+    weighted_shares,
 )
 from jobsvc.accounts.models import User
 from jobsvc.accounts.tokens import token_issue
@@ -215,23 +221,15 @@ def _shares(
 ) -> dict:
     """Shares of started jobs per whole second while every user still had jobs to start."""
     first = min(min(times) for times in starts.values())
-    contended_until = min(max(times) for times in starts.values())
-    seconds = int(contended_until - first)  # whole windows only
-    per_second: dict[int, Counter] = defaultdict(Counter)
-    for user, times in starts.items():
-        for t in times:
-            per_second[int(t - first)][user] += 1
-    total_weight = sum(weight_of.values())
-    ideal = {user: w / total_weight for user, w in weight_of.items()}
+    started_per_second = per_second(starts, since=first)
+    ideal = weighted_shares(weight_of)
     windows = []
-    for second in range(seconds):
-        counts = per_second[second]
-        n = sum(counts.values()) or 1
-        share = {user: counts[user] / n for user in weight_of}
+    for second, counts in enumerate(backlogged_windows(starts)):
+        share = shares(counts, list(weight_of))
         windows.append(
             {
                 "second": second,
-                "started": n,
+                "started": sum(counts.values()) or 1,
                 "shares": {label[u]: round(s, 4) for u, s in share.items()},
                 "max_relative_deviation": round(
                     max(abs(share[u] - ideal[u]) / ideal[u] for u in weight_of), 4
@@ -239,9 +237,10 @@ def _shares(
                 "jain": round(jain_index([share[u] / ideal[u] for u in weight_of]), 5),
             }
         )
+    seconds = len(windows)
     contended = Counter()
     for second in range(seconds):
-        contended.update(per_second[second])
+        contended.update(started_per_second[second])
     n = sum(contended.values()) or 1
     drain = max(max(times) for times in starts.values()) - first
     return {
@@ -255,7 +254,7 @@ def _shares(
         "jain_min": min((w["jain"] for w in windows), default=None),
         "jain_mean": round(statistics.fmean(w["jain"] for w in windows), 5) if windows else None,
         "started_per_second": {
-            label[u]: [per_second[s][u] for s in range(int(drain) + 1)] for u in weight_of
+            label[u]: [started_per_second[s][u] for s in range(int(drain) + 1)] for u in weight_of
         },
         "jobs_per_second": round(sum(len(t) for t in starts.values()) / drain, 1),
     }

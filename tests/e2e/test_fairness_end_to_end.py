@@ -1,0 +1,291 @@
+"""Fair share as users feel it: when their jobs *start*, across the whole system.
+
+Jobs go in through the public API (gunicorn, the typed client) in bulk requests of 1,000,
+each of which lands on one random shard, so a user's jobs are spread unevenly over the
+shards; two schedulers and two executors run them with the no-op (inline) ``default``
+handler. What is measured is each job's ``started_at``, read from the shard databases:
+the promise is a backlogged user's share of the started jobs, system-wide, not per shard.
+The benchmark of the same measurement, at larger sizes, is ``deploy/bench/fairness.py``;
+both count with ``deploy/bench/shares.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import NamedTuple
+
+import pytest
+from django.db import connections
+
+from deploy.bench.shares import backlogged_windows, jain_index, shares, weighted_shares
+from jobsvc.accounts.models import User
+from jobsvc.jobs.models import Job, JobStatus
+from jobsvc.sharding.shards import shard_alias, shard_aliases, shard_ids
+from jobsvc_client import Client
+from jobsvc_client.models import JobSpec
+from tests.conftest import DEFAULT_PASSWORD
+from tests.served_api import serving_api
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+
+WEIGHTS = (1.0, 2.0, 4.0)
+# The test stack started 2,900-6,000 no-op jobs/s (two runs); at fair shares the weight-4
+# user (4/7 of them) stays backlogged 14,000 / (4/7 x rate) = 4-8 s: 3 or more windows.
+JOBS_PER_USER = 14_000
+BULK = 1_000  # jobs per create request: what the API takes at most
+CREATE_THREADS_PER_USER = 2  # concurrent create requests per user
+# Jobs/s the API creates at least, on a busy 2-core machine; with it the due instant is
+# chosen so that every create is done before anything is due.
+CREATE_RATE_FLOOR = 1_500
+CREATE_LEAD = 3.0  # seconds from the expected end of the creates until the jobs are due
+# The issue's "within 5%": read as an absolute difference of shares (a weight-1 user's
+# 1/7 = 0.143 may be 0.093-0.193), the tolerance tests/e2e/test_scheduler_fairness.py uses.
+SHARE_TOLERANCE = 0.05
+JAIN_FLOOR = 0.99  # Jain's index of share / weighted share, over the backlogged windows
+MIN_WINDOWS = 3  # whole 1-s windows with every user backlogged, or the test measured nothing
+DRAIN_TIMEOUT = 120.0  # seconds for every job to finish, from the moment they are due
+LEASE_TIMEOUT = 60.0  # seconds until the schedulers hold every shard
+
+FLOOD_JOBS = 20_000  # drained in 2.5-4 s on the test stack; the light jobs are due in it
+LIGHT_JOBS = 10
+LIGHT_FIRST = 0.5  # seconds after the flood is due that the first light job is due
+LIGHT_SPACING = 0.15  # seconds between the light jobs' due times
+FLOOD_LEFT = 500  # the flood's jobs still to start when a light job is due, at least
+# The product's target is 250 ms (p99) on a quiet machine; the test stack shares 2 busy
+# cores with PostgreSQL, ZooKeeper, the broker, gunicorn and this test, so it gets headroom.
+LIGHT_WAIT_LIMIT = 1.0  # seconds from a light job's execute_at to its started_at, p99
+
+WORKER_ENV = {"JOBSVC_LOG_LEVEL": "WARNING"}  # a log line per job would cost the drain
+API_ENV = {"JOBSVC_USER_CREATE_RATE_PER_SECOND": "1000000"}  # a bulk creates past 1,000/s
+
+
+def test_backlogged_users_of_weights_1_2_4_start_1_2_4_sevenths_of_the_jobs(
+    make_user, start_worker
+):
+    users = {make_user(job_weight=weight).pk: weight for weight in WEIGHTS}
+    workers = start_workers(start_worker)
+    with serving_api(env=API_ENV) as api:
+        clients = {user_id: logged_in(api, user_id) for user_id in users}
+        due = create_all({clients[user_id]: JOBS_PER_USER for user_id in users})
+    wait_until(schedulers_hold_every_shard(workers), timeout=LEASE_TIMEOUT, what="leases")
+    wait_until_finished(list(users), workers, due=due)
+
+    rows = job_rows(list(users))
+    assert Counter(row.user_id for row in rows) == dict.fromkeys(users, JOBS_PER_USER)
+    assert {(row.status, row.attempts) for row in rows} == {(JobStatus.SUCCEEDED, 1)}, (
+        "every job started exactly once, and succeeded"
+    )
+    table = report(rows, users)
+    print(f"\n{table}")  # with -s, a reader sees the shares whether or not the test passes
+    assert min(row.started for row in rows) >= due, "a job started before it was due"
+    windows = backlogged_windows(starts_by_user(rows))
+    assert len(windows) >= MIN_WINDOWS, f"too few windows with every user backlogged\n{table}"
+    ideal = weighted_shares(users)
+    for second, counts in enumerate(windows):
+        share = shares(counts, list(users))
+        for user_id, weight in users.items():
+            assert share[user_id] == pytest.approx(ideal[user_id], abs=SHARE_TOLERANCE), (
+                f"second {second}: weight {weight:g} started {share[user_id]:.3f} of the jobs, "
+                f"not {ideal[user_id]:.3f} +- {SHARE_TOLERANCE}\n{table}"
+            )
+    overall = shares(sum(windows, Counter()), list(users))
+    jain = jain_index([overall[user_id] / ideal[user_id] for user_id in users])
+    assert jain >= JAIN_FLOOR, f"Jain's index {jain:.4f} over the backlogged windows\n{table}"
+
+
+def test_a_light_users_single_jobs_start_within_a_second_of_due_behind_a_flood(
+    make_user, start_worker
+):
+    heavy, light = make_user().pk, make_user().pk
+    workers = start_workers(start_worker)
+    with serving_api(env=API_ENV) as api:
+        due = create_all({logged_in(api, heavy): FLOOD_JOBS})
+        light_client = logged_in(api, light)
+        for index in range(LIGHT_JOBS):  # one job a request, each created before it is due
+            at = due + LIGHT_FIRST + index * LIGHT_SPACING
+            light_client.create_job(message="light", execute_at=datetime.fromtimestamp(at, UTC))
+        assert time.time() < due, "the light jobs were created after the flood was due"
+    wait_until(schedulers_hold_every_shard(workers), timeout=LEASE_TIMEOUT, what="leases")
+    wait_until_finished([heavy, light], workers, due=due)
+
+    flood = sorted(row.started for row in job_rows([heavy]))
+    waits = []
+    for execute_at, started in light_rows(light):
+        left = sum(1 for t in flood if t > execute_at)
+        waits.append((started - execute_at, left))
+    table = "light job waits (started_at - execute_at), and the flood's jobs still to start:\n"
+    table += "\n".join(f"  {wait * 1000:7.1f} ms  {left:6,d}" for wait, left in sorted(waits))
+    table += f"\nthe flood of {len(flood):,} drained in {flood[-1] - flood[0]:.2f} s"
+    print(f"\n{table}")
+
+    assert len(waits) == LIGHT_JOBS
+    assert all(left >= FLOOD_LEFT for _, left in waits), f"the flood ran dry too soon\n{table}"
+    # With 10 samples the p99 is the largest wait.
+    assert max(wait for wait, _ in waits) <= LIGHT_WAIT_LIMIT, table
+
+
+# --- the stack ---------------------------------------------------------------------------
+
+
+def start_workers(start_worker) -> list:
+    """Two executors and two schedulers; the schedulers share the shards between them."""
+    executors = [start_worker("executor", f"executor-{n}", env=WORKER_ENV) for n in "ab"]
+    schedulers = [start_worker("scheduler", f"scheduler-{n}", env=WORKER_ENV) for n in "ab"]
+    return executors + schedulers
+
+
+def schedulers_hold_every_shard(workers) -> Callable[[], bool]:
+    names = {worker.name for worker in workers if worker.kind == "scheduler"}
+
+    def held() -> bool:
+        alive_or_fail(workers)
+        owners = set()
+        for shard_id in shard_ids():
+            with connections[shard_alias(shard_id)].cursor() as cursor:
+                cursor.execute("SELECT owner FROM jobs_shard_lease")
+                owners |= {owner for (owner,) in cursor.fetchall()}
+        return owners == names
+
+    return held
+
+
+def alive_or_fail(workers) -> None:
+    dead = [worker.name for worker in workers if not worker.alive()]
+    if dead:
+        pytest.fail(f"{', '.join(dead)} exited:\n{workers[0].log()[-2000:]}")
+
+
+def logged_in(api: str, user_id: int) -> Client:
+    client = Client(api)
+    client.login(username=User.objects.get(pk=user_id).username, password=DEFAULT_PASSWORD)
+    return client
+
+
+def create_all(jobs_per_client: dict[Client, int]) -> float:
+    """Every user creates its jobs at once, in bulk requests; return when all are due.
+
+    The due instant is chosen before the first request (it is in every job), far enough
+    ahead that nothing is due before the last create returned: this checks it.
+    """
+    total = sum(jobs_per_client.values())
+    due = time.time() + total / CREATE_RATE_FLOOR + CREATE_LEAD
+    execute_at = datetime.fromtimestamp(due, UTC)
+    spec = JobSpec(message="fairness", execute_at=execute_at)
+    failures: list[BaseException] = []
+
+    def create(client: Client, count: int, part: int) -> None:
+        try:
+            for start in range(part * BULK, count, BULK * CREATE_THREADS_PER_USER):
+                client.create_jobs([spec] * min(BULK, count - start))
+        except BaseException as exc:  # reported by the test's thread, below
+            failures.append(exc)
+
+    threads = [
+        threading.Thread(target=create, args=(client, count, part))
+        for client, count in jobs_per_client.items()
+        for part in range(CREATE_THREADS_PER_USER)
+    ]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    took = time.monotonic() - started
+    print(f"\ncreated {total:,} jobs in {took:.1f} s ({total / took:,.0f} jobs/s)")
+    assert not failures, f"a create request failed: {failures[0]!r}"
+    assert time.time() < due, f"creating took {took:.1f} s: past the jobs' due time"
+    return due
+
+
+def wait_until_finished(user_ids: list[int], workers, *, due: float) -> None:
+    """Until none of the users' jobs is scheduled, queued or running (cheap: partial indexes)."""
+    unfinished = (JobStatus.SCHEDULED, JobStatus.QUEUED, JobStatus.RUNNING)
+
+    def finished() -> bool:
+        alive_or_fail(workers)
+        return not any(
+            Job.objects.using(alias).filter(user_id__in=user_ids, status__in=unfinished).exists()
+            for alias in shard_aliases()
+        )
+
+    wait_until(finished, timeout=due - time.time() + DRAIN_TIMEOUT, what="every job finished")
+
+
+# --- reading and reporting ---------------------------------------------------------------
+
+
+class Row(NamedTuple):
+    """One job, as the shard database holds it at the end."""
+
+    user_id: int
+    shard_id: int
+    started: float | None  # started_at, epoch seconds
+    status: str
+    attempts: int
+
+
+def job_rows(user_ids: list[int]) -> list[Row]:
+    return [
+        Row(user_id, shard_id, started.timestamp() if started else None, status, attempts)
+        for alias in shard_aliases()
+        for user_id, shard_id, started, status, attempts in Job.objects.using(alias)
+        .filter(user_id__in=user_ids)
+        .values_list("user_id", "shard_id", "started_at", "status", "attempts")
+        .iterator(chunk_size=10_000)
+    ]
+
+
+def light_rows(user_id: int) -> list[tuple[float, float]]:
+    """(execute_at, started_at), as epoch seconds, of each of the user's jobs."""
+    return [
+        (execute_at.timestamp(), started.timestamp())
+        for alias in shard_aliases()
+        for execute_at, started in Job.objects.using(alias)
+        .filter(user_id=user_id)
+        .values_list("execute_at", "started_at")
+    ]
+
+
+def starts_by_user(rows: list[Row]) -> dict[int, list[float]]:
+    starts: dict[int, list[float]] = defaultdict(list)
+    for row in rows:
+        starts[row.user_id].append(row.started)
+    return starts
+
+
+def report(rows: list[Row], users: dict[int, float]) -> str:
+    """Where each user's jobs were, and the shares of started jobs in every 1-s window."""
+    per_shard = Counter((row.user_id, row.shard_id) for row in rows)
+    lines = ["jobs per shard (bulk requests land on random shards):"]
+    lines += [
+        f"  weight {weight:g}: {[per_shard[user_id, s] for s in shard_ids()]}"
+        for user_id, weight in users.items()
+    ]
+    starts = starts_by_user(rows)
+    first = min(min(times) for times in starts.values())
+    lines.append(
+        "last start, seconds after the first: "
+        + ", ".join(f"weight {w:g} {max(starts[u]) - first:.2f}" for u, w in users.items())
+    )
+    ideal = weighted_shares(users)
+    lines.append(
+        "second  started  "
+        + "  ".join(f"w{w:g} share" for w in users.values())
+        + "   jain   (weighted shares "
+        + " ".join(f"{ideal[u]:.3f}" for u in users)
+        + ")"
+    )
+    for second, counts in enumerate(backlogged_windows(starts)):
+        share = shares(counts, list(users))
+        jain = jain_index([share[u] / ideal[u] for u in users])
+        lines.append(
+            f"{second:6d}  {sum(counts.values()):7,d}  "
+            + "  ".join(f"{share[u]:8.3f}" for u in users)
+            + f"  {jain:.4f}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,29 @@
+"""Counting users' shares per 1-second window (deploy/bench/shares.py), as the fairness
+benchmark and the end-to-end fairness test do."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from deploy.bench.shares import backlogged_windows, jain_index, shares, weighted_shares
+
+
+def test_windows_end_at_the_first_users_last_start_and_drop_the_partial_second():
+    starts = {"a": [10.0, 10.5, 11.2, 12.9], "b": [10.1, 11.0, 12.4, 13.5, 14.0]}
+
+    # "a" started its last job 2.9 s after the first start: windows 0 and 1 are whole.
+    assert backlogged_windows(starts) == [Counter(a=2, b=1), Counter(a=1, b=1)]
+
+
+def test_shares_are_of_the_jobs_counted_and_weighted_shares_of_the_weights():
+    assert shares(Counter(a=1, b=3), ["a", "b", "c"]) == {"a": 0.25, "b": 0.75, "c": 0.0}
+    assert weighted_shares({"a": 1.0, "b": 2.0, "c": 4.0}) == pytest.approx(
+        {"a": 1 / 7, "b": 2 / 7, "c": 4 / 7}
+    )
+
+
+def test_jain_index_is_one_when_equal_and_one_over_n_when_one_takes_all():
+    assert jain_index([1.0, 1.0, 1.0]) == pytest.approx(1.0)
+    assert jain_index([3.0, 0.0, 0.0]) == pytest.approx(1 / 3)
