@@ -2,12 +2,15 @@
 
 One loop thread and a pool of handler threads. Each turn of the loop:
 
-1. poll up to ``batch_size`` messages; consumption pauses while ``max_in_flight``
-   attempts are held (claimed, running or being recorded) and, per partition, while
-   ``max_uncommitted`` messages wait behind one not yet handled, so memory stays bounded
-   whatever the broker and the databases do;
+1. read ahead: poll messages (``batch_size`` a poll) until ``read_ahead`` are held or the
+   broker has no more; consumption pauses while the read-ahead is full and, per
+   partition, while ``max_uncommitted`` messages wait behind one not yet handled, so
+   memory stays bounded whatever the broker and the databases do;
 2. decode them; a malformed message is logged and acknowledged, never retried forever;
-3. claim the attempts, one transaction per shard; a message whose attempt cannot be
+   the others wait in the fair buffer (executor_worker.fair_buffer), by user;
+3. take up to ``claim_batch`` of them in weighted fair order across users, as many as
+   ``max_in_flight`` (attempts claimed, running or being recorded) leaves room for, and
+   claim the attempts, one transaction per shard; a message whose attempt cannot be
    claimed (duplicate, stale, cancelled job) is acknowledged and dropped. Inline handlers
    (they never block) run inside that transaction: their attempts are started and marked
    succeeded in one write, committed after the handler returned (see ``_claim``). Other
@@ -97,6 +100,7 @@ class ExecutorConfig:
     publish_timeout: float  # seconds to wait for the dead-letter topic's acknowledgement
     unhealthy_after: float = 10.0  # seconds a shard or the DLQ may fail before /readyz does
     read_ahead: int = 20000  # messages held before their claim, taken in fair order
+    claim_batch: int = 500  # messages taken from the read-ahead per turn, to be claimed
 
 
 @dataclass(order=True)
@@ -234,7 +238,8 @@ class ExecutorWorker:
 
         Messages read wait in the fair buffer; each turn, as many as ``max_in_flight`` leaves
         room for go on to be claimed, in weighted fair order across users (see
-        executor_worker.fair_buffer), at most ``batch_size`` of them.
+        executor_worker.fair_buffer), at most ``claim_batch`` of them: a job next in that
+        order starts after about one claim, not behind a whole poll's worth.
         """
         timeout = _POLL_TIMEOUT
         for _ in range(_READS_PER_TURN):
@@ -253,7 +258,7 @@ class ExecutorWorker:
             + self._held(self._for_pool)
             + self._held(self._to_record)
         )
-        room = min(self.config.max_in_flight - held, self.config.batch_size)
+        room = min(self.config.max_in_flight - held, self.config.claim_batch)
         for message, received in self._waiting.take(room):
             self._to_claim[message.shard_id].append((message, received))
         metrics.READ_AHEAD.set(len(self._waiting))

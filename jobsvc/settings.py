@@ -228,6 +228,9 @@ EXECUTOR_MAX_IN_FLIGHT = env_int("JOBSVC_EXECUTOR_MAX_IN_FLIGHT", 2000, minimum=
 # JOBSVC_SCHEDULER_MAX_IN_FLIGHT_PER_SHARD) over the executors, so the broker's queue is
 # read into the executors, where the order is fair, rather than waited on in FIFO order.
 EXECUTOR_READ_AHEAD = env_int("JOBSVC_EXECUTOR_READ_AHEAD", 20000, minimum=1)
+# Messages taken from the read-ahead per turn to be claimed (one transaction per shard):
+# a job that goes next in the fair order starts after at most about one such claim.
+EXECUTOR_CLAIM_BATCH = env_int("JOBSVC_EXECUTOR_CLAIM_BATCH", 500, minimum=1)
 # Messages of one partition held behind one not handled yet (a long job, a shard that
 # cannot be reached): offsets are committed only up to it, so at this many the executor
 # stops reading the partition (bounded memory) until half are committed.

@@ -59,6 +59,7 @@ class Command(BaseCommand):
                 concurrency=options["concurrency"],
                 max_in_flight=settings.EXECUTOR_MAX_IN_FLIGHT,
                 read_ahead=settings.EXECUTOR_READ_AHEAD,
+                claim_batch=settings.EXECUTOR_CLAIM_BATCH,
                 max_uncommitted=settings.EXECUTOR_MAX_UNCOMMITTED_PER_PARTITION,
                 lease_grace_seconds=settings.EXECUTOR_LEASE_GRACE,
                 drain_timeout=settings.EXECUTOR_DRAIN_TIMEOUT,
