@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
@@ -30,18 +31,9 @@ def connect(hosts: str, *, session_timeout: float, connect_timeout: float) -> Ka
     ticks. Raises `CoordinationUnavailable` if no server answers within `connect_timeout`
     seconds; the half-started client is stopped first.
     """
-    if not hosts:
-        raise ValueError("hosts must name at least one ZooKeeper server")
-    if session_timeout <= 0 or connect_timeout <= 0:
+    if connect_timeout <= 0:
         raise ValueError("session_timeout and connect_timeout must be positive")
-    client = KazooClient(
-        hosts=hosts,
-        timeout=session_timeout,
-        connection_retry=KazooRetry(
-            max_tries=-1, delay=RECONNECT_DELAY, max_delay=RECONNECT_MAX_DELAY
-        ),
-        command_retry=KazooRetry(max_tries=COMMAND_TRIES, max_delay=COMMAND_MAX_DELAY),
-    )
+    client = _client(hosts, session_timeout)
     try:
         # On a time-out kazoo stops and closes the client itself before raising.
         client.start(timeout=connect_timeout)
@@ -51,3 +43,44 @@ def connect(hosts: str, *, session_timeout: float, connect_timeout: float) -> Ka
         ) from exc
     logger.info("connected to ZooKeeper", extra={"hosts": hosts})
     return client
+
+
+def connect_in_background(hosts: str, *, session_timeout: float) -> KazooClient:
+    """Start a client that connects (and reconnects) in the background; never waits.
+
+    For a process whose work must go on without ZooKeeper: the client is returned at once,
+    whether or not a server answers, and kazoo keeps trying with the policy above. Watch
+    its state with a listener (CONNECTED comes once a server answers).
+    """
+    client = _client(hosts, session_timeout)
+    client.start_async()
+    logger.info("connecting to ZooKeeper in the background", extra={"hosts": hosts})
+    return client
+
+
+def disconnect(client: KazooClient) -> None:
+    """End the session (its ephemeral nodes go with it) and the client's threads.
+
+    A client that does not stop in time is logged, not raised: its threads are daemons,
+    and the caller is on its way out.
+    """
+    try:
+        client.stop()
+        client.close()
+    except KazooException as exc:
+        logger.warning("stopping the ZooKeeper client failed: %s", exc)
+
+
+def _client(hosts: str, session_timeout: float) -> KazooClient:
+    if not hosts:
+        raise ValueError("hosts must name at least one ZooKeeper server")
+    if session_timeout <= 0:
+        raise ValueError("session_timeout and connect_timeout must be positive")
+    return KazooClient(
+        hosts=hosts,
+        timeout=session_timeout,
+        connection_retry=KazooRetry(
+            max_tries=-1, delay=RECONNECT_DELAY, max_delay=RECONNECT_MAX_DELAY
+        ),
+        command_retry=KazooRetry(max_tries=COMMAND_TRIES, max_delay=COMMAND_MAX_DELAY),
+    )

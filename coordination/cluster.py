@@ -1,7 +1,8 @@
-"""A read-only look at the scheduler cluster in ZooKeeper, for operators.
+"""A read-only look at the cluster in ZooKeeper, for operators.
 
-``cluster_membership`` opens its own short session, reads the member nodes and each
-shard's owner node (layout in ``coordination.paths``), and closes the session. It writes
+``cluster_membership`` opens its own short session, reads the scheduler member nodes, each
+shard's owner node and the executors' registration nodes (layout in
+``coordination.paths``), and closes the session. It writes
 nothing and sets no watches, so it cannot disturb the ownership recipe. Any failure is
 raised as ``CoordinationUnavailable``.
 """
@@ -18,6 +19,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
 from .errors import CoordinationUnavailable
+from .executors import ExecutorRecord, registered_executors
 from .paths import ZnodePaths
 
 
@@ -33,12 +35,14 @@ class SchedulerMember:
 class ClusterMembership:
     members: list[SchedulerMember]  # sorted by worker id
     shard_owners: dict[int, str | None]  # None: no owner node (the shard is unowned)
+    executors: list[ExecutorRecord]  # sorted by worker id
 
 
 def cluster_membership(
     *, hosts: str, root: str, shard_ids: Iterable[int], timeout: float
 ) -> ClusterMembership:
-    """The live scheduler members and each shard's owner; ``timeout`` seconds to connect."""
+    """The live scheduler members, each shard's owner and the registered executors;
+    ``timeout`` seconds to connect."""
     paths = ZnodePaths(root)
     client = KazooClient(
         hosts=hosts,
@@ -53,13 +57,16 @@ def cluster_membership(
     try:
         members = [_member(client, paths, worker) for worker in _children(client, paths.members)]
         owners = {shard: _owner(client, paths, shard) for shard in shard_ids}
+        executors = registered_executors(client, root=root)
     except (KazooTimeoutError, KazooException) as exc:
         raise CoordinationUnavailable(f"reading {root} from ZooKeeper failed: {exc}") from exc
     finally:
         client.stop()
         client.close()
     return ClusterMembership(
-        members=sorted(filter(None, members), key=lambda m: m.worker_id), shard_owners=owners
+        members=sorted(filter(None, members), key=lambda m: m.worker_id),
+        shard_owners=owners,
+        executors=executors,
     )
 
 

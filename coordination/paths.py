@@ -2,6 +2,8 @@
 
     ROOT/schedulers/members/<worker_id>   ephemeral; JSON {"host", "pid", "started"}
     ROOT/shards/<shard_id>/owner          ephemeral; the owning worker id (UTF-8)
+    ROOT/executors/<worker_id>            ephemeral; JSON {"worker_id", "host", "pid",
+                                          "started", "partitions"} (coordination.executors)
 
 ROOT defaults to `/jobsvc`; tests give each case its own root so they cannot interfere.
 """
@@ -30,12 +32,25 @@ class ZnodePaths:
 
     def member(self, worker_id: str) -> str:
         """The ephemeral node that says `worker_id` is alive."""
-        if not worker_id or "/" in worker_id or worker_id in {".", ".."}:
-            raise ValueError(f"a worker id must be a single znode name: {worker_id!r}")
-        return f"{self.members}/{worker_id}"
+        return f"{self.members}/{_node_name(worker_id)}"
+
+    @property
+    def executors(self) -> str:
+        """Parent of the executor registration nodes; its children are worker ids."""
+        return f"{self.root}/executors"
+
+    def executor(self, worker_id: str) -> str:
+        """The ephemeral node that says executor `worker_id` is alive, and what it reads."""
+        return f"{self.executors}/{_node_name(worker_id)}"
 
     def shard_owner(self, shard_id: int) -> str:
         """The ephemeral node whose holder owns `shard_id`."""
         if shard_id < 0:
             raise ValueError(f"shard ids are not negative: {shard_id}")
         return f"{self.root}/shards/{shard_id}/owner"
+
+
+def _node_name(worker_id: str) -> str:
+    if not worker_id or "/" in worker_id or worker_id in {".", ".."}:
+        raise ValueError(f"a worker id must be a single znode name: {worker_id!r}")
+    return worker_id

@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -142,8 +143,14 @@ class JobConsumer:
         max_uncommitted: int,
         session_timeout_ms: int = 6000,
         max_poll_interval_ms: int = 30000,
+        on_partitions_changed: Callable[[frozenset[int]], None] | None = None,
     ) -> None:
+        """``on_partitions_changed`` is called, on the polling thread, with every partition
+        assigned after each rebalance (an empty set once all are revoked, as on close);
+        it must not block, and an exception it raises is logged, not raised from poll."""
         self.topic = topic
+        self._on_partitions_changed = on_partitions_changed
+        self._assigned: set[int] = set()  # as the rebalance callbacks told us
         self.max_uncommitted = max_uncommitted
         self._consumer = Consumer(
             {
@@ -319,6 +326,7 @@ class JobConsumer:
         self._paused = set()  # an assignment starts unpaused; the next poll pauses again
         for partition in partitions:  # reading starts again at the committed offset
             self._order.pop(partition.partition, None)
+        self._assignment_changed(added=partitions)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         logger.info("revoking partitions %s", [p.partition for p in partitions])
@@ -331,3 +339,18 @@ class JobConsumer:
                 # Messages still held from it are not ours to commit if it comes back.
                 self._logs[partition.partition] = self._logs.get(partition.partition, 0) + 1
         self._paused -= {p.partition for p in partitions}
+        self._assignment_changed(removed=partitions)
+
+    def _assignment_changed(
+        self, *, added: Sequence[TopicPartition] = (), removed: Sequence[TopicPartition] = ()
+    ) -> None:
+        """Tell ``on_partitions_changed``: a set kept up to date by both callbacks, so an
+        incremental (cooperative) rebalance is reported as well as an eager one."""
+        self._assigned |= {p.partition for p in added}
+        self._assigned -= {p.partition for p in removed}
+        if self._on_partitions_changed is None:
+            return
+        try:
+            self._on_partitions_changed(frozenset(self._assigned))
+        except Exception:  # a view of the assignment must never stop the consumer
+            logger.exception("on_partitions_changed raised")

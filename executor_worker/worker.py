@@ -46,6 +46,7 @@ import queue
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -120,12 +121,15 @@ class ExecutorWorker:
         config: ExecutorConfig,
         runner: AttemptRunner,
         producer: RenewingProducer,
+        on_partitions_changed: Callable[[frozenset[int]], None] | None = None,
     ) -> None:
+        """``on_partitions_changed``: see ``JobConsumer``; it must not block."""
         self.worker_id = worker_id
         self.bootstrap = bootstrap
         self.config = config
         self.runner = runner
         self.producer = producer
+        self._on_partitions_changed = on_partitions_changed
         self._stopping = threading.Event()
         self._running: dict[tuple[str, int], _Running] = {}
         self._deadlines: list[_Running] = []  # heap by deadline, of started attempts
@@ -177,6 +181,7 @@ class ExecutorWorker:
             topic=self.config.topic,
             client_id=f"executor-{self.worker_id}",
             max_uncommitted=self.config.max_uncommitted,
+            on_partitions_changed=self._on_partitions_changed,
         )
         pool = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="handler")
         logger.info("executor %s started", self.worker_id)

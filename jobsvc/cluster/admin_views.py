@@ -6,6 +6,7 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
+from jobsvc.cluster.executors import executor_rows, partition_holders
 from jobsvc.cluster.overview import cluster_overview
 from jobsvc.cluster.shard_stats import COUNT_LIMIT
 
@@ -18,6 +19,12 @@ def cluster_page(request: HttpRequest) -> HttpResponse:
         {"id": shard_id, "stats": part.value, "error": part.error, "zk_owner": owners.get(shard_id)}
         for shard_id, part in enumerate(overview.shards)
     ]
+    executors = executor_rows(
+        registered=membership.executors if membership else None,
+        group=overview.executors.value,
+    )
+    holders = partition_holders(executors)
+    group = overview.executors.value
     owned = {}
     for shard_id, owner in owners.items():
         if owner:
@@ -31,6 +38,11 @@ def cluster_page(request: HttpRequest) -> HttpResponse:
             for member in (membership.members if membership else [])
         ],
         "shards": shards,
+        "executors": executors,
+        "partitions": [
+            {"lag": partition, "holder": holders.get(partition.partition)}
+            for partition in (group.partitions if group else [])
+        ],
         "count_limit": COUNT_LIMIT,
         "render_ms": round(overview.seconds * 1000),
     }

@@ -6,8 +6,8 @@ ends (ListOffsets). Lag is the end offset less the committed one. A broker that 
 reached within the timeout raises ``MessagingUnavailable``.
 
 Some brokers report less: Tansu 0.6 (the local and test stack's broker) answers
-DescribeGroups with the group's state but no members, so the page shows the group's
-partitions and lag without the member holding each.
+DescribeGroups with the group's state but no members; the cluster page names the
+executors from their ZooKeeper registrations instead (``jobsvc.cluster.executors``).
 """
 
 from __future__ import annotations

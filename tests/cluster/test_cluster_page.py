@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.conf import settings
 from django.db import connections
 from django.test import Client
 
+from coordination.client import connect, disconnect
+from coordination.executors import ExecutorRegistration
 from deploy.localstack.ports import free_port
 from jobsvc.sharding.shards import shard_count
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
@@ -41,8 +46,32 @@ def test_every_shard_and_part_is_on_the_page(staff_browser):
         assert f'data-shard="{shard_id}"' in html
     assert "unavailable" not in html
     assert "No scheduler is running." in html
+    assert "No executor is registered." in html
     assert 'id="partitions"' in html
     assert 'id="dead-letters"' in html
+
+
+def test_a_registered_executor_is_named_with_its_partitions_and_their_lag(staff_browser):
+    client = connect(settings.ZK_HOSTS, session_timeout=4.0, connect_timeout=10.0)
+    registration = ExecutorRegistration(
+        client, worker_id="executor-on-the-page", root=settings.ZK_ROOT
+    )
+    try:
+        registration.start()
+        registration.partitions_changed([1, 0])
+        wait_until(registration.registered, timeout=10, what="the executor is registered")
+        response = staff_browser.get(URL)
+    finally:
+        registration.stop()
+        disconnect(client)
+
+    html = response.content.decode()
+    assert response.status_code == 200
+    row = html[html.index('data-worker="executor-on-the-page"') :].split("</tr>")[0]
+    assert "<td>0, 1</td>" in row
+    assert re.search(r"<td>\d+</td><td>ZooKeeper</td>$", row), row  # its lag, from Kafka
+    partition_0 = html[html.index('data-partition="0"') :].split("</tr>")[0]
+    assert "executor-on-the-page" in partition_0
 
 
 def test_unreachable_zookeeper_and_kafka_are_named_and_the_rest_is_shown(staff_browser):

@@ -14,6 +14,8 @@ def test_the_layout_under_the_default_root():
     assert paths.members == "/jobsvc/schedulers/members"
     assert paths.member("scheduler-1") == "/jobsvc/schedulers/members/scheduler-1"
     assert paths.shard_owner(7) == "/jobsvc/shards/7/owner"
+    assert paths.executors == "/jobsvc/executors"
+    assert paths.executor("executor-1") == "/jobsvc/executors/executor-1"
 
 
 def test_a_configured_root_prefixes_every_path():
@@ -33,6 +35,8 @@ def test_a_root_must_be_an_absolute_path_without_a_trailing_slash(root):
 def test_a_worker_id_must_be_one_znode_name(worker_id):
     with pytest.raises(ValueError):
         ZnodePaths().member(worker_id)
+    with pytest.raises(ValueError):
+        ZnodePaths().executor(worker_id)
 
 
 def test_shard_ids_are_not_negative():

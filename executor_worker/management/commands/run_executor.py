@@ -1,4 +1,9 @@
-"""Run an executor worker: ``python manage.py run_executor [--worker-id ID]``."""
+"""Run an executor worker: ``python manage.py run_executor [--worker-id ID]``.
+
+Besides its work, the executor registers in ZooKeeper (``coordination.executors``) so the
+admin's cluster page can name it with its partitions. That is in the background and never
+waits: without ZooKeeper the executor runs its jobs, and registers once it connects.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ import socket
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from coordination.client import connect_in_background, disconnect
+from coordination.executors import ExecutorRegistration
 from executor_worker.runner import AttemptRunner
 from executor_worker.worker import ExecutorConfig, ExecutorWorker
 from jobsvc.handlers.errors import HandlerConfigError
@@ -48,6 +55,10 @@ class Command(BaseCommand):
             registry = registry_from_settings(producer=producer)
         except HandlerConfigError as exc:
             raise CommandError(f"handler configuration: {exc}") from exc
+        zookeeper = connect_in_background(
+            settings.ZK_HOSTS, session_timeout=settings.ZK_SESSION_TIMEOUT
+        )
+        registration = ExecutorRegistration(zookeeper, worker_id=worker_id, root=settings.ZK_ROOT)
         worker = ExecutorWorker(
             worker_id=worker_id,
             bootstrap=settings.KAFKA_BOOTSTRAP,
@@ -72,9 +83,17 @@ class Command(BaseCommand):
                 retry_max_delay=settings.RETRY_MAX_DELAY,
             ),
             producer=producer,
+            on_partitions_changed=registration.partitions_changed,
         )
+        registration.start()
         if settings.EXECUTOR_METRICS_PORT:
             serve_worker_endpoint(port=settings.EXECUTOR_METRICS_PORT, readiness=worker.readiness)
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: worker.stop())
-        worker.run()
+        try:
+            worker.run()  # on return, the group has taken its partitions back
+        finally:
+            # Leave the cluster page after the consumer group: delete the node, then end
+            # the session (which would take the node with it anyway).
+            registration.stop()
+            disconnect(zookeeper)

@@ -1,0 +1,426 @@
+"""Executors announce themselves in ZooKeeper, so operators can name them.
+
+Each executor holds one ephemeral node, ``ROOT/executors/<worker_id>`` (layout in
+``coordination.paths``), whose data is a JSON ``ExecutorRecord``: who it is, where it runs,
+when it started, and the jobs-topic partitions the consumer group gave it. The node is
+rewritten on every rebalance, deleted on a clean stop, and goes with the session when the
+executor is killed. It is a picture for the cluster page, not a lock: nothing is decided by
+it, so it may lag behind the consumer group by a round trip, and it is never worth
+delaying a job for.
+
+Hence the one rule of ``ExecutorRegistration``: it never blocks the executor. The
+executor calls ``partitions_changed`` from its consumer's rebalance callbacks; that only
+records the set and wakes the registration's own thread, which does every ZooKeeper
+request. If ZooKeeper cannot be reached the executor runs its jobs as ever; the
+registration logs a warning and registers when the client (which reconnects on its own,
+see ``coordination.client.connect_in_background``) is connected again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+)
+from kazoo.interfaces import IAsyncResult
+from kazoo.protocol.states import KazooState, WatchedEvent
+
+from .paths import DEFAULT_ROOT, ZnodePaths
+
+logger = logging.getLogger(__name__)
+
+LINK_CHECK_INTERVAL = 0.05  # seconds between connection checks while a request is pending
+RETRY_DELAY = 1.0  # seconds before retrying a write that failed with the connection up
+NOT_CONNECTED_WARNING = 10.0  # seconds without a connection before a warning is logged
+STOP_TIMEOUT = 5.0  # seconds stop() waits for the node to be deleted
+
+_SYNC = "SYNC"  # queue item: the partitions changed, or our node did; write what is due
+_STOP = "STOP"  # queue item: stop() was called
+
+# The connection or session is gone; the state listener has queued SUSPENDED or LOST, and
+# the next CONNECTED writes again.
+_LINK_ERRORS = (ConnectionLoss, SessionExpiredError, ConnectionClosedError)
+
+
+class _LinkDown(Exception):
+    """The connection dropped while a request was pending; its outcome is unknown."""
+
+
+@dataclass(frozen=True)
+class ExecutorRecord:
+    """What an executor's node says about it."""
+
+    worker_id: str
+    host: str | None
+    pid: int | None
+    started: str | None  # ISO 8601, as the executor wrote it
+    partitions: list[int]  # sorted; the jobs-topic partitions assigned to it
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {
+                "worker_id": self.worker_id,
+                "host": self.host,
+                "pid": self.pid,
+                "started": self.started,
+                "partitions": self.partitions,
+            }
+        ).encode()
+
+    @classmethod
+    def decode(cls, worker_id: str, raw: bytes | None) -> ExecutorRecord:
+        """Read a node's data leniently: a field that is missing or malformed is None."""
+        try:
+            data = json.loads(raw or b"{}")
+        except ValueError:
+            data = {}
+        if not isinstance(data, dict):
+            data = {}
+        pid = data.get("pid")
+        partitions = data.get("partitions")
+        if not isinstance(partitions, list):
+            partitions = []
+        host, started = data.get("host"), data.get("started")
+        return cls(
+            worker_id=worker_id,  # the node's name is the id; the data only repeats it
+            host=host if isinstance(host, str) else None,
+            pid=pid if isinstance(pid, int) else None,
+            started=started if isinstance(started, str) else None,
+            partitions=sorted(p for p in partitions if isinstance(p, int)),
+        )
+
+
+class ExecutorRegistration:
+    """Keeps this executor's node in ZooKeeper for as long as it runs.
+
+    Threading: ``start()`` adds a kazoo state listener and starts one thread. The listener,
+    the node's watch and ``partitions_changed`` (called on the executor's consumer thread)
+    only put an item on a queue; every ZooKeeper request runs on the registration's thread.
+    ``stop()`` is idempotent and may be called from any thread.
+
+    State transitions (kazoo connection state -> what the registration does):
+
+    - CONNECTED, first or new session: create the node (``makepath``), then watch it.
+    - CONNECTED, same session: the node is still ours; write the partitions if they
+      changed meanwhile, and watch it again.
+    - partitions changed: set the node's data (only if it differs from what was written).
+    - the node is deleted or taken by another session: create it again.
+    - the node exists for another session (this worker id's previous run, whose session
+      has not expired yet, or a second process with the same id): wait for it to go (the
+      watch fires), warn, and create ours then.
+    - SUSPENDED: nothing to do (the node may still exist); a warning, and requests wait
+      for the next CONNECTED.
+    - LOST (the session expired): the node is gone; it is created again on the next
+      CONNECTED, with the partitions held then.
+    - not connected for ``NOT_CONNECTED_WARNING`` seconds: one warning per outage.
+    - stop(): delete the node if this session holds it, remove the listener. The client
+      itself is the caller's to stop.
+
+    A request that fails with the connection up is retried after ``RETRY_DELAY`` seconds.
+    """
+
+    def __init__(
+        self,
+        client: KazooClient,
+        *,
+        worker_id: str,
+        root: str = DEFAULT_ROOT,
+        host: str | None = None,
+        pid: int | None = None,
+    ) -> None:
+        self._client = client
+        self._worker_id = worker_id
+        self._path = ZnodePaths(root).executor(worker_id)  # validates worker_id
+        self._host = host if host is not None else socket.gethostname()
+        self._pid = pid if pid is not None else os.getpid()
+        self._started = datetime.now(UTC).isoformat(timespec="seconds")
+
+        # Shared with other threads: they put on the queue (a SimpleQueue, whose put() is
+        # safe in signal handlers) or replace the partitions (a frozenset) whole.
+        self._events: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._partitions: frozenset[int] = frozenset()
+        self._stop_requested = False
+        self._thread: threading.Thread | None = None
+        self._registered_view = False
+
+        # Registration-thread state.
+        self._connected = False
+        self._session_id: int | None = None
+        self._written: bytes | None = None  # this session's node holds this data
+        self._sync_due = False
+        self._retry_at: float | None = None
+        self._warn_at: float | None = None  # while not connected: when to warn
+        self._waiting_for_other = False
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def record(self) -> ExecutorRecord:
+        """What the node says (or will say, once written) now."""
+        return ExecutorRecord(
+            worker_id=self._worker_id,
+            host=self._host,
+            pid=self._pid,
+            started=self._started,
+            partitions=sorted(self._partitions),
+        )
+
+    def registered(self) -> bool:
+        """True while this session's node holds the latest partitions as last known."""
+        return self._registered_view
+
+    def start(self) -> None:
+        """Begin registering in the background; returns at once."""
+        if self._thread is not None:
+            raise RuntimeError("an ExecutorRegistration can be started only once")
+        self._thread = threading.Thread(
+            target=self._run, name=f"executor-registration-{self._worker_id}", daemon=True
+        )
+        self._warn_at = time.monotonic() + NOT_CONNECTED_WARNING
+        self._client.add_listener(self._on_state)
+        # The listener reports changes only; queue the current state too (twice is harmless).
+        if self._client.state == KazooState.CONNECTED:
+            self._events.put(KazooState.CONNECTED)
+        self._thread.start()
+
+    def partitions_changed(self, partitions: Iterable[int]) -> None:
+        """The consumer group assigned this executor ``partitions`` (all of them); never
+        blocks: the node is written on the registration's thread."""
+        self._partitions = frozenset(partitions)
+        self._events.put(_SYNC)
+
+    def stop(self, timeout: float | None = STOP_TIMEOUT) -> bool:
+        """Delete the node and end the thread; True once the thread has finished."""
+        self._stop_requested = True
+        self._events.put(_STOP)
+        thread = self._thread
+        if thread is None or thread is threading.current_thread():
+            return thread is None
+        thread.join(timeout)
+        return not thread.is_alive()
+
+    # -- kazoo threads: never block ------------------------------------------------------
+
+    def _on_state(self, state: str) -> None:
+        self._events.put(state)
+
+    def _on_watch(self, event: WatchedEvent) -> None:
+        self._events.put(_SYNC)
+
+    # -- the registration thread -----------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while not self._stop_requested:
+                for item in self._next_items():
+                    self._handle(item)
+                if self._stop_requested:
+                    break
+                self._warn_if_long_disconnected()
+                if self._connected and (self._sync_due or self._retry_elapsed()):
+                    self._sync()
+        except Exception:
+            logger.exception("executor registration thread failed", extra=self._log_extra())
+        finally:
+            self._shutdown()
+
+    def _next_items(self) -> list[str]:
+        try:
+            items = [self._events.get(timeout=self._idle_timeout())]
+        except queue.Empty:
+            return []
+        while True:
+            try:
+                items.append(self._events.get_nowait())
+            except queue.Empty:
+                return items
+
+    def _idle_timeout(self) -> float | None:
+        now = time.monotonic()
+        if not self._connected:
+            return None if self._warn_at is None else max(0.0, self._warn_at - now)
+        if self._sync_due:
+            return 0.0
+        if self._retry_at is not None:
+            return max(0.0, self._retry_at - now)
+        return None
+
+    def _handle(self, item: str) -> None:
+        if item == _STOP:
+            self._stop_requested = True
+        elif item == _SYNC:
+            self._sync_due = True
+        elif item == KazooState.SUSPENDED:
+            if self._connected:
+                logger.warning(
+                    "ZooKeeper connection suspended; jobs run on, the node is written later",
+                    extra=self._log_extra(action="suspended"),
+                )
+            self._disconnected()
+        elif item == KazooState.LOST:
+            if self._session_id is not None:
+                logger.warning(
+                    "ZooKeeper session lost; the node is created again on reconnecting",
+                    extra=self._log_extra(action="session_lost"),
+                )
+            self._disconnected()
+            self._session_id = None
+            self._written = None
+        elif item == KazooState.CONNECTED:
+            self._connect()
+
+    def _disconnected(self) -> None:
+        if self._connected:
+            self._warn_at = time.monotonic() + NOT_CONNECTED_WARNING
+        self._connected = False
+        self._registered_view = False
+
+    def _connect(self) -> None:
+        client_id = self._client.client_id
+        if client_id is None:
+            return  # dropped again already; that state change is queued behind this one
+        if client_id[0] != self._session_id:
+            self._written = None  # a new session holds no node of ours yet
+        self._session_id = client_id[0]
+        self._connected = True
+        self._warn_at = None
+        self._sync_due = True
+
+    def _warn_if_long_disconnected(self) -> None:
+        if self._connected or self._warn_at is None or time.monotonic() < self._warn_at:
+            return
+        self._warn_at = None  # once per outage
+        logger.warning(
+            "no ZooKeeper connection for %.0f s; jobs run on, but the cluster page cannot "
+            "list this executor until it connects",
+            NOT_CONNECTED_WARNING,
+            extra=self._log_extra(action="not_connected"),
+        )
+
+    def _retry_elapsed(self) -> bool:
+        return self._retry_at is not None and time.monotonic() >= self._retry_at
+
+    def _sync(self) -> None:
+        """Make this session's node hold the current record, and watch it."""
+        self._sync_due = False
+        self._retry_at = None
+        data = self.record().encode()
+        try:
+            if self._written is None:
+                if not self._create(data):
+                    return
+            elif self._written != data:
+                self._zk(self._client.set_async(self._path, data))
+                self._written = data
+            stat = self._zk(self._client.exists_async(self._path, watch=self._on_watch))
+            if stat is None or stat.ephemeralOwner != self._session_id:
+                self._written = None  # deleted by someone, or not ours: create it again
+                self._sync_due = True
+                return
+            self._registered_view = self._written == self.record().encode()
+        except NoNodeError:  # deleted between our create and the set
+            self._written = None
+            self._sync_due = True
+        except (_LinkDown, *_LINK_ERRORS):
+            logger.info("registration interrupted by the connection", extra=self._log_extra())
+            self._retry_at = time.monotonic() + RETRY_DELAY
+        except KazooException:
+            logger.warning(
+                "writing the executor's node failed; retrying",
+                exc_info=True,
+                extra=self._log_extra(),
+            )
+            self._retry_at = time.monotonic() + RETRY_DELAY
+
+    def _create(self, data: bytes) -> bool:
+        """Create the node for this session; False while another session holds it."""
+        try:
+            self._zk(self._client.create_async(self._path, data, ephemeral=True, makepath=True))
+        except NodeExistsError:
+            stat = self._zk(self._client.exists_async(self._path, watch=self._on_watch))
+            if stat is None:
+                self._sync_due = True  # gone in between: try again at once
+                return False
+            if stat.ephemeralOwner != self._session_id:
+                if not self._waiting_for_other:
+                    self._waiting_for_other = True
+                    logger.warning(
+                        "executor id %s is registered by another session; waiting for it to go",
+                        self._worker_id,
+                        extra=self._log_extra(action="register_wait"),
+                    )
+                return False
+            # Ours already: a create whose reply the connection lost. Write the data too.
+            self._zk(self._client.set_async(self._path, data))
+        self._waiting_for_other = False
+        self._written = data
+        logger.info("registered as an executor", extra=self._log_extra(action="register"))
+        return True
+
+    def _zk(self, request: IAsyncResult):
+        """Wait for one request's result; give up as soon as the connection drops."""
+        while not request.wait(LINK_CHECK_INTERVAL):
+            if not self._client.connected:
+                raise _LinkDown()
+        return request.get()
+
+    def _shutdown(self) -> None:
+        # Delete the node only if this session holds it: another process with the same id
+        # may have registered meanwhile. Without a connection it goes when the caller stops
+        # the client (or when the session expires).
+        try:
+            if self._connected and self._written is not None:
+                stat = self._zk(self._client.exists_async(self._path))
+                if stat is not None and stat.ephemeralOwner == self._session_id:
+                    self._zk(self._client.delete_async(self._path))
+        except NoNodeError:
+            pass
+        except (_LinkDown, *_LINK_ERRORS, KazooException):
+            logger.warning(
+                "could not delete the executor's node on stop",
+                exc_info=True,
+                extra=self._log_extra(),
+            )
+        self._registered_view = False
+        self._client.remove_listener(self._on_state)
+        logger.info("executor registration stopped", extra=self._log_extra(action="stop"))
+
+    def _log_extra(self, action: str | None = None) -> dict:
+        return {"worker_id": self._worker_id, "action": action}
+
+
+def registered_executors(client: KazooClient, *, root: str) -> list[ExecutorRecord]:
+    """Every executor registered under ``root``, sorted by worker id; kazoo errors pass.
+
+    For readers that hold a session already (``coordination.cluster``); sets no watches.
+    """
+    paths = ZnodePaths(root)
+    try:
+        names = client.get_children(paths.executors)
+    except NoNodeError:
+        return []
+    records = []
+    for name in sorted(names):
+        try:
+            raw, _ = client.get(paths.executor(name))
+        except NoNodeError:  # left between the listing and this read
+            continue
+        records.append(ExecutorRecord.decode(name, raw))
+    return records
