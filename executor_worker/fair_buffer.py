@@ -10,8 +10,9 @@ held, their starts follow their weights in every batch.
 The order is stride scheduling (start-time fair queueing with unit-cost jobs): each user
 has a *pass*, the virtual time of its next job's start. ``take`` serves the user with the
 smallest pass (ties: who became waiting first), moves the virtual time there, and adds
-``1 / weight`` to that user's pass. Jobs of one user keep their arrival order (the
-scheduler sends a user's jobs by priority, then due time).
+``1 / weight`` to that user's pass. A user's own jobs go highest priority first, in
+arrival order within one priority (the scheduler sends a user's jobs by priority, then
+due time): an urgent job read behind the user's own backlog overtakes it here.
 
 No banked credit: a user that had nothing held starts again from the current virtual time,
 never from an older pass, so an idle user does not return with a burst. A user that was
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections import deque
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
@@ -34,7 +34,8 @@ T = TypeVar("T")
 
 class FairBuffer(Generic[T]):
     def __init__(self) -> None:
-        self._queues: dict[Hashable, deque[T]] = {}
+        # Per user with items: a heap of (-priority, arrival, item).
+        self._queues: dict[Hashable, list[tuple[int, int, T]]] = {}
         self._weights: dict[Hashable, float] = {}
         # Users served ahead of the virtual time whose queue is empty: their next pass.
         self._ahead: dict[Hashable, float] = {}
@@ -50,17 +51,18 @@ class FairBuffer(Generic[T]):
         """Users with at least one item held."""
         return len(self._queues)
 
-    def put(self, user: Hashable, weight: float, item: T) -> None:
+    def put(self, user: Hashable, weight: float, item: T, *, priority: int = 0) -> None:
         """Hold ``item`` of ``user``, whose weight (a positive number) is ``weight``."""
         if not weight > 0:
             raise ValueError(f"weight must be positive, got {weight!r}")
         self._weights[user] = weight  # the latest message's weight counts
         queue = self._queues.get(user)
+        arrival = next(self._arrivals)
         if queue is None:
-            queue = self._queues[user] = deque()
+            queue = self._queues[user] = []
             start = max(self._virtual, self._ahead.pop(user, self._virtual))
-            heapq.heappush(self._turns, (start, next(self._arrivals), user))
-        queue.append(item)
+            heapq.heappush(self._turns, (start, arrival, user))
+        heapq.heappush(queue, (-priority, arrival, item))
         self._size += 1
 
     def take(self, count: int) -> list[T]:
@@ -69,7 +71,7 @@ class FairBuffer(Generic[T]):
         while len(taken) < count and self._turns:
             start, arrival, user = heapq.heappop(self._turns)
             queue = self._queues[user]
-            taken.append(queue.popleft())
+            taken.append(heapq.heappop(queue)[2])
             self._virtual = start
             following = start + 1.0 / self._weights[user]
             if queue:
@@ -84,7 +86,7 @@ class FairBuffer(Generic[T]):
 
     def clear(self) -> list[T]:
         """Everything held, in no particular order; the buffer is empty after."""
-        items = [item for queue in self._queues.values() for item in queue]
+        items = [item for queue in self._queues.values() for _, _, item in queue]
         self.__init__()
         return items
 

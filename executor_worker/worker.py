@@ -282,7 +282,9 @@ class ExecutorWorker:
                 )
                 self.consumer.handled(received)
                 continue
-            self._waiting.put(message.user_id, message.weight, (message, received))
+            self._waiting.put(
+                message.user_id, message.weight, (message, received), priority=message.priority
+            )
 
     def _claim_and_start(self, pool: ThreadPoolExecutor) -> None:
         """Claim what waits, shard by shard; a shard that fails keeps its messages."""

@@ -467,4 +467,5 @@ class ShardDispatcher:
             due_at=job.due_at,
             dispatched_at=job.dispatched_at,
             weight=weight,
+            priority=job.priority,
         )

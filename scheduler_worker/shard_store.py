@@ -10,6 +10,7 @@ from typing import Any
 
 from django.db import connections, transaction
 
+from jobsvc.jobs.priorities import PRIORITY_DEFAULT
 from jobsvc.jobs.store import from_jsonb
 from scheduler_worker import queries
 from scheduler_worker.errors import ShardFenced
@@ -31,6 +32,7 @@ class ClaimedJob:
     attempts: int  # attempts already made; this dispatch starts attempt attempts + 1
     due_at: datetime
     dispatched_at: datetime
+    priority: int = PRIORITY_DEFAULT  # within the user's own jobs; higher first
 
 
 @dataclass(frozen=True)

@@ -2,16 +2,17 @@
 
     {"v": 1, "job_id": "...", "shard_id": 2, "user_id": 7, "attempt": 1, "epoch": 12,
      "due_at": "2030-01-01T00:00:00Z", "dispatched_at": "2030-01-01T00:00:00.012Z",
-     "weight": 4.0}
+     "weight": 4.0, "priority": 5}
 
 ``attempt`` is the attempt this dispatch starts (1 for the first run). An executor runs
 the job only if it can claim that attempt in the shard database, so a duplicate message,
 or one from an earlier attempt, changes nothing. The job's payload is not in the message:
 the claim reads it from the database, which is the one source of truth.
 
-``weight`` is the user's ``job_weight`` when the job was dispatched: executors start the
-jobs they hold in weighted fair order across users (executor_worker.fair_buffer). It is
-optional (1.0 when missing), so messages of older schedulers still decode.
+``weight`` is the user's ``job_weight`` when the job was dispatched and ``priority`` the
+job's: executors start the jobs they hold in weighted fair order across users, and each
+user's by priority (executor_worker.fair_buffer). Both are optional (1.0 and the default
+priority when missing), so messages of older schedulers still decode.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from jobsvc.jobs.priorities import PRIORITY_DEFAULT
 from jobsvc.sharding.ids import JOB_ID_LENGTH
 
 SCHEMA_VERSION = 1
@@ -45,6 +47,7 @@ class JobMessage:
     due_at: datetime
     dispatched_at: datetime
     weight: float = 1.0
+    priority: int = PRIORITY_DEFAULT
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -58,6 +61,7 @@ class JobMessage:
                 "due_at": utc_iso(self.due_at),
                 "dispatched_at": utc_iso(self.dispatched_at),
                 "weight": self.weight,
+                "priority": self.priority,
             },
             separators=(",", ":"),
         ).encode()
@@ -77,6 +81,9 @@ class JobMessage:
         if not 1 <= attempt <= MAX_ATTEMPT:
             raise MalformedJobMessage(f"attempt must be between 1 and {MAX_ATTEMPT}")
         weight = _weight(data.get("weight", 1.0))
+        priority = data.get("priority", PRIORITY_DEFAULT)
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise MalformedJobMessage("priority must be an int")
         try:
             return cls(
                 job_id=job_id,
@@ -87,6 +94,7 @@ class JobMessage:
                 due_at=datetime.fromisoformat(_typed(data, "due_at", str)),
                 dispatched_at=datetime.fromisoformat(_typed(data, "dispatched_at", str)),
                 weight=weight,
+                priority=priority,
             )
         except ValueError as exc:
             raise MalformedJobMessage(str(exc)) from None

@@ -35,6 +35,14 @@ def test_a_users_jobs_keep_their_order():
     assert len(buffer) == 0 and buffer.users() == 0
 
 
+def test_a_users_urgent_job_overtakes_its_own_backlog_not_the_others():
+    buffer = filled({"busy": (1.0, 5000), "other": (1.0, 5000)})
+    buffer.put("busy", 1.0, ("busy", "urgent"), priority=9)
+    first = buffer.take(2)
+    assert ("busy", "urgent") in first  # not behind busy's 5,000
+    assert Counter(user for user, _ in first) == {"busy": 1, "other": 1}  # still its share
+
+
 def test_a_user_arriving_behind_a_flood_goes_next():
     buffer = filled({"flood": (1.0, 10_000)})
     buffer.take(3000)

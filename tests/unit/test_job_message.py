@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from jobsvc.jobs.priorities import PRIORITY_DEFAULT
 from jobsvc.messaging.job_message import JobMessage, MalformedJobMessage
 
 MESSAGE = JobMessage(
@@ -18,6 +19,7 @@ MESSAGE = JobMessage(
     due_at=datetime(2030, 1, 1, tzinfo=UTC),
     dispatched_at=datetime(2030, 1, 1, 0, 0, 0, 12000, tzinfo=UTC),
     weight=4.0,
+    priority=9,
 )
 
 
@@ -34,9 +36,20 @@ def test_a_message_round_trips_with_its_users_weight():
     assert JobMessage.decode(MESSAGE.encode()) == MESSAGE
 
 
-def test_a_message_without_a_weight_is_weight_1():
-    """Messages published by a scheduler from before the weight was sent."""
-    assert JobMessage.decode(with_weight(...)).weight == 1.0
+def test_a_message_without_a_weight_or_priority_gets_the_defaults():
+    """Messages published by a scheduler from before these were sent."""
+    data = json.loads(MESSAGE.encode())
+    del data["weight"], data["priority"]
+    message = JobMessage.decode(json.dumps(data).encode())
+    assert (message.weight, message.priority) == (1.0, PRIORITY_DEFAULT)
+
+
+@pytest.mark.parametrize("priority", ["9", 1.5, True, None])
+def test_a_priority_that_is_not_an_int_is_malformed(priority):
+    data = json.loads(MESSAGE.encode())
+    data["priority"] = priority
+    with pytest.raises(MalformedJobMessage, match="priority"):
+        JobMessage.decode(json.dumps(data).encode())
 
 
 @pytest.mark.parametrize("weight", [0, -1, "4", True, None, 10**400, [1]])
