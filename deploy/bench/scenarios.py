@@ -59,6 +59,12 @@ def light_user_wait(context: BenchContext) -> dict:
     return run_light_user_wait(context)
 
 
+def priority_in_own_backlog(context: BenchContext) -> dict:
+    from deploy.bench.priority import run_priority_in_own_backlog
+
+    return run_priority_in_own_backlog(context)
+
+
 def end_to_end(context: BenchContext) -> dict:
     from deploy.bench.end_to_end import run_end_to_end
 
@@ -79,6 +85,7 @@ SCENARIOS: dict[str, Callable[[BenchContext], dict]] = {
     "dispatch_fairness": dispatch_fairness,
     "fairness_end_to_end": fairness_end_to_end,
     "light_user_wait": light_user_wait,
+    "priority_in_own_backlog": priority_in_own_backlog,
     "end_to_end": end_to_end,
     "failover": failover,
 }
