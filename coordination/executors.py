@@ -31,35 +31,24 @@ from datetime import UTC, datetime
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
-    ConnectionClosedError,
-    ConnectionLoss,
     KazooException,
     NodeExistsError,
     NoNodeError,
-    SessionExpiredError,
 )
 from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import KazooState, WatchedEvent
 
 from .paths import DEFAULT_ROOT, ZnodePaths
+from .requests import LINK_ERRORS, LinkDown, wait_for
 
 logger = logging.getLogger(__name__)
 
-LINK_CHECK_INTERVAL = 0.05  # seconds between connection checks while a request is pending
 RETRY_DELAY = 1.0  # seconds before retrying a write that failed with the connection up
 NOT_CONNECTED_WARNING = 10.0  # seconds without a connection before a warning is logged
 STOP_TIMEOUT = 5.0  # seconds stop() waits for the node to be deleted
 
 _SYNC = "SYNC"  # queue item: the partitions changed, or our node did; write what is due
 _STOP = "STOP"  # queue item: stop() was called
-
-# The connection or session is gone; the state listener has queued SUSPENDED or LOST, and
-# the next CONNECTED writes again.
-_LINK_ERRORS = (ConnectionLoss, SessionExpiredError, ConnectionClosedError)
-
-
-class _LinkDown(Exception):
-    """The connection dropped while a request was pending; its outcome is unknown."""
 
 
 @dataclass(frozen=True)
@@ -338,7 +327,7 @@ class ExecutorRegistration:
         except NoNodeError:  # deleted between our create and the set
             self._written = None
             self._sync_due = True
-        except (_LinkDown, *_LINK_ERRORS):
+        except (LinkDown, *LINK_ERRORS):
             logger.info("registration interrupted by the connection", extra=self._log_extra())
             self._retry_at = time.monotonic() + RETRY_DELAY
         except KazooException:
@@ -375,11 +364,7 @@ class ExecutorRegistration:
         return True
 
     def _zk(self, request: IAsyncResult):
-        """Wait for one request's result; give up as soon as the connection drops."""
-        while not request.wait(LINK_CHECK_INTERVAL):
-            if not self._client.connected:
-                raise _LinkDown()
-        return request.get()
+        return wait_for(self._client, request)
 
     def _shutdown(self) -> None:
         # Delete the node only if this session holds it: another process with the same id
@@ -392,7 +377,7 @@ class ExecutorRegistration:
                     self._zk(self._client.delete_async(self._path))
         except NoNodeError:
             pass
-        except (_LinkDown, *_LINK_ERRORS, KazooException):
+        except (LinkDown, *LINK_ERRORS, KazooException):
             logger.warning(
                 "could not delete the executor's node on stop",
                 exc_info=True,

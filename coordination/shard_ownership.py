@@ -44,22 +44,19 @@ from datetime import UTC, datetime
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
-    ConnectionClosedError,
-    ConnectionLoss,
     KazooException,
     NodeExistsError,
     NoNodeError,
-    SessionExpiredError,
 )
 from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import KazooState, WatchedEvent
 
 from .assignment import assign_shards
 from .paths import DEFAULT_ROOT, ZnodePaths
+from .requests import LINK_ERRORS, LinkDown, wait_for
 
 logger = logging.getLogger(__name__)
 
-LINK_CHECK_INTERVAL = 0.05  # seconds between connection checks while a request is pending
 RETRY_DELAY = 1.0  # seconds before retrying a sync that failed with the connection still up
 RESYNC_INTERVAL = 30.0  # seconds between full re-reads when no watch fired (a safety net)
 STOP_TIMEOUT = 10.0  # seconds stop() waits for the recipe thread to release and exit
@@ -69,14 +66,6 @@ SUSPENDED_LIMIT = 30.0
 
 _SYNC = "SYNC"  # queue item: something watched changed; re-read and converge
 _STOP = "STOP"  # queue item: stop() was called
-
-# Errors meaning "the connection or session is gone"; the state listener has queued the
-# matching SUSPENDED or LOST, and the next CONNECTED triggers a fresh sync.
-_LINK_ERRORS = (ConnectionLoss, SessionExpiredError, ConnectionClosedError)
-
-
-class _LinkDown(Exception):
-    """The connection dropped while a request was pending; its outcome is unknown."""
 
 
 class ShardOwnership:
@@ -344,7 +333,7 @@ class ShardOwnership:
             self._check_owned()
             for shard_id in sorted(assigned - self._owned):
                 self._acquire(shard_id)
-        except (_LinkDown, *_LINK_ERRORS):
+        except (LinkDown, *LINK_ERRORS):
             logger.info("sync interrupted by the connection", extra=self._log_extra())
             self._retry_at = time.monotonic() + RETRY_DELAY
         except KazooException:
@@ -460,15 +449,7 @@ class ShardOwnership:
             self._zk(self._client.delete_async(path, version=stat.version))
 
     def _zk(self, request: IAsyncResult):
-        """Wait for one request's result; give up as soon as the connection drops.
-
-        A request sent while kazoo is reconnecting waits in kazoo's queue until the
-        connection is back, which could keep this thread from handling SUSPENDED.
-        """
-        while not request.wait(LINK_CHECK_INTERVAL):
-            if not self._client.connected:  # cleared by kazoo before it reports SUSPENDED
-                raise _LinkDown()
-        return request.get()
+        return wait_for(self._client, request)
 
     def _shutdown(self) -> None:
         # 1. Tell the worker first, so it stops dispatching before anyone else can own a
@@ -483,7 +464,7 @@ class ShardOwnership:
                 for shard_id in sorted(self._stale):
                     self._delete_owner_node(shard_id)
                 self._delete_if_ours(self._member_path)
-        except (_LinkDown, *_LINK_ERRORS, KazooException):
+        except (LinkDown, *LINK_ERRORS, KazooException):
             logger.warning("could not delete nodes on stop", exc_info=True, extra=self._log_extra())
         # 3. Stop listening; later watch events land in a queue nobody reads.
         self._client.remove_listener(self._on_state)
