@@ -59,6 +59,24 @@ def light_user_wait(context: BenchContext) -> dict:
     return run_light_user_wait(context)
 
 
+def fairness_many_users(context: BenchContext) -> dict:
+    from deploy.bench.fairness_many import run_fairness_many_users
+
+    return run_fairness_many_users(context)
+
+
+def fairness_thousand_users(context: BenchContext) -> dict:
+    from deploy.bench.fairness_many import run_fairness_thousand_users
+
+    return run_fairness_thousand_users(context)
+
+
+def fairness_with_retries(context: BenchContext) -> dict:
+    from deploy.bench.fairness_many import run_fairness_with_retries
+
+    return run_fairness_with_retries(context)
+
+
 def end_to_end(context: BenchContext) -> dict:
     from deploy.bench.end_to_end import run_end_to_end
 
@@ -79,6 +97,9 @@ SCENARIOS: dict[str, Callable[[BenchContext], dict]] = {
     "dispatch_fairness": dispatch_fairness,
     "fairness_end_to_end": fairness_end_to_end,
     "light_user_wait": light_user_wait,
+    "fairness_many_users": fairness_many_users,
+    "fairness_thousand_users": fairness_thousand_users,
+    "fairness_with_retries": fairness_with_retries,
     "end_to_end": end_to_end,
     "failover": failover,
 }
