@@ -12,6 +12,10 @@ they are missing. What each one reads:
   weighted share.
 - ``fairness_end_to_end``: ``started_per_second`` (``{user: [jobs started in each second]}``)
   and ``ideal_shares``: each user's started jobs per second, over the whole drain.
+- ``fairness_many_users``: the same, by weight class (``{"1": [...], "10": [...]}``).
+- ``fairness_thousand_users``: ``started_per_second`` as ``{"min"|"median"|"max": [...]}``,
+  over the users, for each second.
+- ``fairness_with_retries``: ``attempts_per_second`` (``{user: [attempts in each second]}``).
 - ``end_to_end``: ``results[i]["finished_per_second"]`` (jobs finished in each second
   since the workers started) with ``schedulers``, ``executors`` and ``settings``.
 - ``failover``: ``series`` (``finished_per_second``, ``started_late_ms_p99_by_due_second``),
@@ -138,17 +142,53 @@ def started_plots(result: dict, out: Path) -> list[Plot]:
     started, ideal = result.get("started_per_second"), result.get("ideal_shares")
     if not started or not ideal:
         return []
+    order = sorted(started, key=lambda u: ideal.get(u, 0))
+    title = "Started jobs per second per user (API in, started_at out)"
+    figure = _started_figure({f"weight {u}": started[u] for u in order}, title=title)
+    return [_save(figure, out, "fairness_started_per_second.png", title)]
+
+
+def class_started_plots(result: dict, out: Path) -> list[Plot]:
+    started, ideal = result.get("started_per_second"), result.get("ideal_shares")
+    if not started or not ideal:
+        return []
+    order = sorted(started, key=lambda c: ideal.get(c, 0))
+    title = "Started jobs per second per weight class (API in, started_at out)"
+    figure = _started_figure({f"weight {c} users": started[c] for c in order}, title=title)
+    return [_save(figure, out, "fairness_many_started_per_second.png", title)]
+
+
+def spread_started_plots(result: dict, out: Path) -> list[Plot]:
+    started = result.get("started_per_second")
+    if not started:
+        return []
+    title = "Started jobs per second of one user: min, median, max over the users"
+    figure = _started_figure(started, title=title)
+    return [_save(figure, out, "fairness_thousand_started_per_second.png", title)]
+
+
+def attempt_plots(result: dict, out: Path) -> list[Plot]:
+    attempts = result.get("attempts_per_second")
+    if not attempts:
+        return []
+    title = "Attempts per second per user (failed attempts when their failure was recorded)"
+    figure = _started_figure(attempts, title=title, ylabel="attempts in the second")
+    return [_save(figure, out, "fairness_retries_attempts_per_second.png", title)]
+
+
+def _started_figure(
+    series: dict[str, Sequence[float]], *, title: str, ylabel: str = "jobs started in the second"
+):
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=FIGURE_SIZE)
-    for index, user in enumerate(sorted(started, key=lambda u: ideal.get(u, 0))):
-        axes.plot(started[user], color=f"C{index}", marker=".", label=f"weight {user}")
+    for index, (label, counts) in enumerate(series.items()):
+        axes.plot(counts, color=f"C{index}", marker=".", label=label)
     axes.set_xlabel("second since the first job started")
-    axes.set_ylabel("jobs started in the second")
+    axes.set_ylabel(ylabel)
     axes.grid(True, alpha=0.3)
     axes.legend(loc="upper right", fontsize=8)
-    title = "Started jobs per second per user (API in, started_at out)"
     axes.set_title(title)
-    return [_save(figure, out, "fairness_started_per_second.png", title)]
+    return figure
 
 
 def end_to_end_plots(result: dict, out: Path) -> list[Plot]:
@@ -241,6 +281,9 @@ PLOTTERS: dict[str, Callable[[dict, Path], list[Plot]]] = {
     "dispatch_lateness": lateness_plots,
     "dispatch_fairness": fairness_plots,
     "fairness_end_to_end": started_plots,
+    "fairness_many_users": class_started_plots,
+    "fairness_thousand_users": spread_started_plots,
+    "fairness_with_retries": attempt_plots,
     "end_to_end": end_to_end_plots,
     "failover": failover_plots,
 }

@@ -65,6 +65,24 @@ def priority_in_own_backlog(context: BenchContext) -> dict:
     return run_priority_in_own_backlog(context)
 
 
+def fairness_many_users(context: BenchContext) -> dict:
+    from deploy.bench.fairness_many import run_fairness_many_users
+
+    return run_fairness_many_users(context)
+
+
+def fairness_thousand_users(context: BenchContext) -> dict:
+    from deploy.bench.fairness_many import run_fairness_thousand_users
+
+    return run_fairness_thousand_users(context)
+
+
+def fairness_with_retries(context: BenchContext) -> dict:
+    from deploy.bench.fairness_many import run_fairness_with_retries
+
+    return run_fairness_with_retries(context)
+
+
 def end_to_end(context: BenchContext) -> dict:
     from deploy.bench.end_to_end import run_end_to_end
 
@@ -86,6 +104,9 @@ SCENARIOS: dict[str, Callable[[BenchContext], dict]] = {
     "fairness_end_to_end": fairness_end_to_end,
     "light_user_wait": light_user_wait,
     "priority_in_own_backlog": priority_in_own_backlog,
+    "fairness_many_users": fairness_many_users,
+    "fairness_thousand_users": fairness_thousand_users,
+    "fairness_with_retries": fairness_with_retries,
     "end_to_end": end_to_end,
     "failover": failover,
 }

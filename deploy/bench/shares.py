@@ -10,7 +10,9 @@ job; the backlogged windows are the whole seconds in which every user still was.
 
 from __future__ import annotations
 
+import itertools
 import math
+import statistics
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TypeVar
@@ -64,3 +66,15 @@ def weighted_shares(weight_of: Mapping[User, float]) -> dict[User, float]:
     """Each user's fair share: its weight over the sum of the weights."""
     total = sum(weight_of.values())
     return {user: weight / total for user, weight in weight_of.items()}
+
+
+def longest_gap(times: Sequence[float], *, since: float) -> float:
+    """The longest time without a start, from ``since`` to the last of ``times``."""
+    gaps = [b - a for a, b in itertools.pairwise([since, *sorted(times)])]
+    return max(gaps, default=0.0)
+
+
+def coefficient_of_variation(values: Sequence[float]) -> float:
+    """Population standard deviation over the mean (0 when all are equal)."""
+    mean = statistics.fmean(values)
+    return statistics.pstdev(values) / mean if mean else math.nan

@@ -32,6 +32,11 @@ FAIRNESS = {  # the shape dispatch.py's run_fairness returns
     ],
     "ideal_shares": {"1": 0.1429, "2": 0.2857, "3": 0.5714},
 }
+MANY_USERS = {  # the shape fairness_many.py's run_fairness_many_users returns
+    "started_per_second": {"1": [50, 55], "10": [500, 540]},
+    "ideal_shares": {"1": 0.0556, "10": 0.5556},
+}
+THOUSAND_USERS = {"started_per_second": {"min": [0, 3], "median": [2, 5], "max": [4, 6]}}
 LATENESS = {"samples_ms": {"started_minus_due": [12.0, 15.0, 40.0, 300.0]}}
 END_TO_END = {
     "target_jobs_per_second": 10_000,
@@ -48,6 +53,17 @@ END_TO_END = {
         ("dispatch_fairness", FAIRNESS, ["fairness_shares.png"]),
         ("dispatch_lateness", LATENESS, ["lateness_cdf.png"]),
         ("end_to_end", END_TO_END, ["end_to_end_throughput.png"]),
+        ("fairness_many_users", MANY_USERS, ["fairness_many_started_per_second.png"]),
+        (
+            "fairness_thousand_users",
+            THOUSAND_USERS,
+            ["fairness_thousand_started_per_second.png"],
+        ),
+        (
+            "fairness_with_retries",
+            {"attempts_per_second": {"A": [10, 12], "B": [900, 950]}},
+            ["fairness_retries_attempts_per_second.png"],
+        ),
     ],
 )
 def test_each_plot_is_a_png_next_to_the_report(tmp_path, scenario, result, files):

@@ -7,7 +7,14 @@ from collections import Counter
 
 import pytest
 
-from deploy.bench.shares import backlogged_windows, jain_index, shares, weighted_shares
+from deploy.bench.shares import (
+    backlogged_windows,
+    coefficient_of_variation,
+    jain_index,
+    longest_gap,
+    shares,
+    weighted_shares,
+)
 
 
 def test_windows_end_at_the_first_users_last_start_and_drop_the_partial_second():
@@ -27,3 +34,14 @@ def test_shares_are_of_the_jobs_counted_and_weighted_shares_of_the_weights():
 def test_jain_index_is_one_when_equal_and_one_over_n_when_one_takes_all():
     assert jain_index([1.0, 1.0, 1.0]) == pytest.approx(1.0)
     assert jain_index([3.0, 0.0, 0.0]) == pytest.approx(1 / 3)
+
+
+def test_longest_gap_counts_the_wait_before_the_first_start():
+    assert longest_gap([12.5, 11.0, 13.0], since=10.0) == pytest.approx(1.5)
+    assert longest_gap([10.2, 10.4, 12.4], since=10.0) == pytest.approx(2.0)
+    assert longest_gap([], since=10.0) == 0.0
+
+
+def test_coefficient_of_variation_is_zero_when_equal():
+    assert coefficient_of_variation([5, 5, 5]) == 0.0
+    assert coefficient_of_variation([90, 110]) == pytest.approx(0.1)
