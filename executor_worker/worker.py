@@ -98,7 +98,7 @@ class ExecutorConfig:
     publish_timeout: float  # seconds to wait for the dead-letter topic's acknowledgement
     unhealthy_after: float = 10.0  # seconds a shard or the DLQ may fail before /readyz does
     read_ahead: int = 20000  # messages held before their claim, taken in fair order
-    claim_batch: int = 500  # messages taken from the read-ahead per turn, to be claimed
+    claim_batch: int = 1000  # messages taken from the read-ahead per turn, to be claimed
 
 
 @dataclass(order=True)
