@@ -97,7 +97,7 @@ class ExecutorConfig:
     drain_timeout: float  # seconds running attempts get to finish at shutdown
     publish_timeout: float  # seconds to wait for the dead-letter topic's acknowledgement
     unhealthy_after: float = 10.0  # seconds a shard or the DLQ may fail before /readyz does
-    read_ahead: int = 20000  # messages held before their claim, taken in fair order
+    read_ahead: int = 40000  # messages held before their claim, taken in fair order
     claim_batch: int = 1000  # messages taken from the read-ahead per turn, to be claimed
 
 
