@@ -96,26 +96,13 @@ def run_light_user_wait(context) -> dict:
             _wait_until_all_finished(flood + LIGHT_JOBS, workers)
         starts = _started([heavy])[heavy]
         light_rows = _started_with_due([light])
-    waits = sorted(started - execute_at for execute_at, started, _ in light_rows)
-    dispatch_waits = sorted(dispatched - execute_at for execute_at, _, dispatched in light_rows)
-    during = [
-        started - execute_at
-        for execute_at, started, _ in light_rows
-        if sum(1 for t in starts if t > execute_at) >= FLOOD_LEFT
-    ]
+    waits = waits_behind(light_rows, starts)
     result = {
         "flood_jobs": flood,
-        "light_jobs": len(waits),
-        "light_jobs_due_during_the_flood": len(during),
-        "wait_ms": {
-            "p50": _ms(percentile(waits, 50)),
-            "p99": _ms(percentile(waits, 99)),
-            "max": _ms(waits[-1]),
-        },
-        "dispatched_minus_due_ms": {
-            "p50": _ms(percentile(dispatch_waits, 50)),
-            "p99": _ms(percentile(dispatch_waits, 99)),
-        },
+        "light_jobs": waits["jobs"],
+        "light_jobs_due_during_the_flood": waits["due_during"],
+        "wait_ms": waits["wait_ms"],
+        "dispatched_minus_due_ms": waits["dispatched_minus_due_ms"],
         "flood_drain_seconds": round(max(starts) - min(starts), 2),
         "setup": _setup(
             schedulers=2,
@@ -136,6 +123,33 @@ def run_light_user_wait(context) -> dict:
         f"{result['flood_drain_seconds']} s. Setup: {result['setup']}."
     )
     return result
+
+
+def waits_behind(rows: list[tuple[float, float, float]], other_starts: list[float]) -> dict:
+    """Waits of single jobs due during a drain: rows of (execute_at, started, dispatched).
+
+    ``due_during``: how many were due while the drain still had ``FLOOD_LEFT`` jobs of
+    ``other_starts`` to start (the ones that measure waiting behind it).
+    """
+    waits = sorted(started - execute_at for execute_at, started, _ in rows)
+    dispatch_waits = sorted(dispatched - execute_at for execute_at, _, dispatched in rows)
+    return {
+        "jobs": len(waits),
+        "due_during": sum(
+            1
+            for execute_at, _, _ in rows
+            if sum(1 for t in other_starts if t > execute_at) >= FLOOD_LEFT
+        ),
+        "wait_ms": {
+            "p50": _ms(percentile(waits, 50)),
+            "p99": _ms(percentile(waits, 99)),
+            "max": _ms(waits[-1]),
+        },
+        "dispatched_minus_due_ms": {
+            "p50": _ms(percentile(dispatch_waits, 50)),
+            "p99": _ms(percentile(dispatch_waits, 99)),
+        },
+    }
 
 
 # --- the stack -------------------------------------------------------------------------

@@ -16,15 +16,13 @@ from deploy.bench.dispatch import _clean_slate, _scenario_env, _setup, _workers
 from deploy.bench.fairness import (
     BULK,
     DRAIN_RATE_GUESS,
-    FLOOD_LEFT,
     _create_all,
     _job_body,
-    _ms,
     _post_jobs,
     _started_with_due,
     _wait_until_all_finished,
+    waits_behind,
 )
-from deploy.bench.shares import percentile
 from jobsvc.accounts.models import User
 from jobsvc.accounts.tokens import token_issue
 from jobsvc.jobs.priorities import PRIORITY_MAX
@@ -48,26 +46,13 @@ def run_priority_in_own_backlog(context) -> dict:
     urgent_at = set(urgent_due)
     urgent = [row for row in rows if _nearest(row[0], urgent_at)]
     backlog_starts = sorted(row[1] for row in rows if not _nearest(row[0], urgent_at))
-    waits = sorted(started - execute_at for execute_at, started, _ in urgent)
-    dispatch_waits = sorted(dispatched - execute_at for execute_at, _, dispatched in urgent)
-    during = [
-        started - execute_at
-        for execute_at, started, _ in urgent
-        if sum(1 for t in backlog_starts if t > execute_at) >= FLOOD_LEFT
-    ]
+    waits = waits_behind(urgent, backlog_starts)
     result = {
         "backlog_jobs": backlog,
-        "urgent_jobs": len(waits),
-        "urgent_jobs_due_during_the_backlog": len(during),
-        "wait_ms": {
-            "p50": _ms(percentile(waits, 50)),
-            "p99": _ms(percentile(waits, 99)),
-            "max": _ms(waits[-1]),
-        },
-        "dispatched_minus_due_ms": {
-            "p50": _ms(percentile(dispatch_waits, 50)),
-            "p99": _ms(percentile(dispatch_waits, 99)),
-        },
+        "urgent_jobs": waits["jobs"],
+        "urgent_jobs_due_during_the_backlog": waits["due_during"],
+        "wait_ms": waits["wait_ms"],
+        "dispatched_minus_due_ms": waits["dispatched_minus_due_ms"],
         "backlog_drain_seconds": round(backlog_starts[-1] - backlog_starts[0], 2),
         "setup": _setup(
             schedulers=2,
