@@ -16,6 +16,8 @@ from jobsvc.jobs.selectors import JobFilter
 from jobsvc.jobs.specs import parse_aware_datetime
 from jobsvc.jobs.store import JobRow
 
+NO_NUL = RegexValidator(r"^[^\x00]*$", "Null characters are not allowed.")
+
 
 def _iso(value: datetime | None) -> str | None:
     if value is None:
@@ -59,7 +61,7 @@ class JobCreateInput(serializers.Serializer):
 
     message = serializers.CharField(
         max_length=settings.MAX_MESSAGE_BYTES,
-        validators=[RegexValidator(r"^[^\x00]*$")],
+        validators=[NO_NUL],
         help_text="The job's payload: at most 64 KiB of UTF-8, no NUL characters.",
     )
     execute_at = serializers.DateTimeField(
@@ -197,7 +199,8 @@ class JobFilterInput(serializers.Serializer):
         min_length=1,
         max_length=64,
         trim_whitespace=False,
-        help_text="Handler name.",
+        validators=[NO_NUL],  # stated in the schema: PostgreSQL text cannot hold one
+        help_text="Handler name (no NUL characters).",
     )
 
     def validate_status(self, value: list[str]) -> list[str]:
