@@ -69,6 +69,10 @@ from jobsvc.sharding.shards import UnknownShard, shard_alias
 logger = logging.getLogger(__name__)
 
 _POLL_TIMEOUT = 0.05  # seconds one poll waits for messages
+# Polls a turn makes while the broker has full batches ready: reading several times faster
+# than claiming moves a burst of dispatches (up to the schedulers' in-flight caps) out of
+# the broker's FIFO queue and into the read-ahead, where the order is fair, within a second.
+_POLLS_PER_TURN = 4
 _OBSERVE_INTERVAL = 5.0  # seconds between refreshes of the lag and in-flight gauges
 _DEADLINES_SLACK = 1000  # finished attempts the deadline heap may hold beyond 2x running
 # Backoff of a shard whose claim or record failed, and of the dead-letter topic: seconds
@@ -241,22 +245,26 @@ class ExecutorWorker:
         Messages read wait in the fair buffer; each turn, as many as ``max_in_flight`` leaves
         room for go on to be claimed, in weighted fair order across users (see
         executor_worker.fair_buffer), at most ``claim_batch`` of them: a job next in that
-        order starts after about one claim, not behind a whole poll's worth. A poll reads
-        up to ``batch_size``, more than a claim takes, so the read-ahead fills while the
-        broker has messages: the broker's FIFO queue moves into the executor, where the
-        order is fair.
+        order starts after about one claim, not behind a whole poll's worth. A turn reads
+        up to ``_POLLS_PER_TURN`` polls of ``batch_size``, several times what a claim takes,
+        so the read-ahead fills while the broker has messages: the broker's FIFO queue
+        moves into the executor, where the order is fair.
         """
         room = min(self.config.max_in_flight - self._held_attempts(), self.config.claim_batch)
-        room_to_read = self.config.read_ahead - len(self._waiting)
-        self.consumer.pause_all(room_to_read <= 0)  # paused, a poll only waits
         # A poll waits for messages only when there is nothing else to do: held jobs that
         # may be claimed now go first.
         idle = room <= 0 or not len(self._waiting)
-        batch = self.consumer.poll_batch(
-            max_messages=max(1, min(room_to_read, self.config.batch_size)),
-            timeout=_POLL_TIMEOUT if idle else 0.0,
-        )
-        self._hold(batch)
+        timeout = _POLL_TIMEOUT if idle else 0.0
+        for _ in range(_POLLS_PER_TURN):
+            room_to_read = self.config.read_ahead - len(self._waiting)
+            self.consumer.pause_all(room_to_read <= 0)  # paused, a poll only waits
+            batch = self.consumer.poll_batch(
+                max_messages=max(1, min(room_to_read, self.config.batch_size)), timeout=timeout
+            )
+            self._hold(batch)
+            if len(batch) < self.config.batch_size:
+                break  # the broker has no more for now, or the read-ahead is full
+            timeout = 0.0
         for message, received in self._waiting.take(room):
             self._to_claim[message.shard_id].append((message, received))
         metrics.READ_AHEAD.set(len(self._waiting))
