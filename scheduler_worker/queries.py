@@ -35,8 +35,7 @@ COUNT_DUE = """
                            LIMIT 1000000) AS due
 """
 
-COUNT_IN_FLIGHT = "SELECT count(*) FROM jobs WHERE status IN ('queued', 'running')"
-# The same, per user: the partial in-flight index keeps it to the in-flight rows.
+# Published, unfinished jobs per user: the partial in-flight index keeps it to those rows.
 COUNT_IN_FLIGHT_BY_USER = """
     SELECT user_id, count(*) FROM jobs WHERE status IN ('queued', 'running') GROUP BY user_id
 """

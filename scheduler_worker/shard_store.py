@@ -71,11 +71,6 @@ class ShardStore:
         with self._cursor() as cursor:
             cursor.execute(queries.RECORD_ROUND, {"shard_id": self.shard_id, "epoch": epoch})
 
-    def in_flight(self) -> int:
-        with self._cursor() as cursor:
-            cursor.execute(queries.COUNT_IN_FLIGHT)
-            return cursor.fetchone()[0]
-
     def in_flight_by_user(self) -> dict[int, int]:
         """Published, unfinished jobs (queued or running) per user who has any."""
         with self._cursor() as cursor:

@@ -49,9 +49,6 @@ class InMemoryShard:
             batch += [ClaimedJob(f"job-{next(self._ids)}", user, 0, now, now) for _ in range(taken)]
         return batch
 
-    def in_flight(self) -> int:
-        return sum(self.flying.values())
-
     def in_flight_by_user(self) -> dict[int, int]:
         return {user: jobs for user, jobs in self.flying.items() if jobs}
 
