@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import KazooException, NoNodeError
 
 from coordination import ZnodePaths
 from coordination.client import connect_in_background, disconnect
@@ -46,10 +46,11 @@ def make_registration(zk_root, observer) -> Iterator[Callable[..., ExecutorRegis
 
 
 def node(observer: KazooClient, zk_root: str, worker_id: str) -> dict | None:
-    path = ZnodePaths(zk_root).executor(worker_id)
-    if observer.exists(path) is None:
+    """The executor's node, or None; one read, since an expiring session can delete it any time."""
+    try:
+        raw, _ = observer.get(ZnodePaths(zk_root).executor(worker_id))
+    except NoNodeError:
         return None
-    raw, _ = observer.get(path)
     return json.loads(raw)
 
 
