@@ -69,6 +69,9 @@ from jobsvc.sharding.shards import UnknownShard, shard_alias
 logger = logging.getLogger(__name__)
 
 _POLL_TIMEOUT = 0.05  # seconds one poll waits for messages
+# Seconds a poll waits while jobs wait for a busy handler thread: a thread that comes free
+# is given its next job about this soon (a finished handler cannot wake the poll).
+_THREAD_WAIT_TIMEOUT = 0.005
 # Polls a turn makes while the broker has full batches ready: reading several times faster
 # than claiming moves a burst of dispatches (up to the schedulers' in-flight caps) out of
 # the broker's FIFO queue and into the read-ahead, where the order is fair, within a second.
@@ -138,7 +141,11 @@ class ExecutorWorker:
         self._finished: queue.SimpleQueue[tuple[Outcome, bool]] = queue.SimpleQueue()
         self._pool_busy = 0  # attempts handed to the pool and not returned, late ones too
         # Messages read ahead, not given a claim yet: taken in weighted fair order by user.
+        # Jobs of inline handlers are taken a claim batch at a time; jobs that need a
+        # handler thread only as threads come free, so that the fair order, not a queue
+        # per shard, decides which of them starts next.
         self._waiting: FairBuffer[_Item] = FairBuffer()
+        self._waiting_for_thread: FairBuffer[_Item] = FairBuffer()
         # Per shard, in fair order: messages to claim (inline handlers first tried), and
         # messages whose inline claim is done that wait for a free handler thread.
         self._to_claim: dict[int, list[_Item]] = defaultdict(list)
@@ -149,6 +156,7 @@ class ExecutorWorker:
         self._stores: dict[int, ClaimStore] = {}
         self.consumer: JobConsumer | None = None
         self._inline_handlers = runner.inline_handlers()
+        self._inline_names = frozenset(self._inline_handlers)
         self._next_observation = 0.0
 
     def stop(self) -> None:
@@ -202,6 +210,7 @@ class ExecutorWorker:
         deadline = time.monotonic() + self.config.drain_timeout
         self.consumer.pause_all(True)
         self._waiting.clear()
+        self._waiting_for_thread.clear()
         self._to_claim.clear()
         self._for_pool.clear()
         while (self._running or self._held(self._to_record)) and time.monotonic() < deadline:
@@ -242,32 +251,56 @@ class ExecutorWorker:
     def _receive(self) -> None:
         """Read ahead up to ``read_ahead`` messages; pass on as many as may be held, fairly.
 
-        Messages read wait in the fair buffer; each turn, as many as ``max_in_flight`` leaves
-        room for go on to be claimed, in weighted fair order across users (see
+        Messages read wait in the fair buffers; each turn, as many as ``max_in_flight``
+        leaves room for go on to be claimed, in weighted fair order across users (see
         executor_worker.fair_buffer), at most ``claim_batch`` of them: a job next in that
-        order starts after about one claim, not behind a whole poll's worth. A turn reads
-        up to ``_POLLS_PER_TURN`` polls of ``batch_size``, several times what a claim takes,
-        so the read-ahead fills while the broker has messages: the broker's FIFO queue
-        moves into the executor, where the order is fair.
+        order starts after about one claim, not behind a whole poll's worth. Jobs whose
+        handler needs a thread are passed on only as far as threads are idle: a job
+        passed on waits for its claim in a queue per shard, where the order is no longer
+        fair. A turn reads up to ``_POLLS_PER_TURN`` polls of ``batch_size``, several
+        times what a claim takes, so the read-ahead fills while the broker has messages:
+        the broker's FIFO queue moves into the executor, where the order is fair.
         """
-        room = min(self.config.max_in_flight - self._held_attempts(), self.config.claim_batch)
-        # A poll waits for messages only when there is nothing else to do: held jobs that
-        # may be claimed now go first.
-        idle = room <= 0 or not len(self._waiting)
-        timeout = _POLL_TIMEOUT if idle else 0.0
         for _ in range(_POLLS_PER_TURN):
-            room_to_read = self.config.read_ahead - len(self._waiting)
+            room_to_read = self.config.read_ahead - self._read_ahead()
             self.consumer.pause_all(room_to_read <= 0)  # paused, a poll only waits
             batch = self.consumer.poll_batch(
-                max_messages=max(1, min(room_to_read, self.config.batch_size)), timeout=timeout
+                max_messages=max(1, min(room_to_read, self.config.batch_size)),
+                timeout=self._poll_timeout(),
             )
             self._hold(batch)
             if len(batch) < self.config.batch_size:
                 break  # the broker has no more for now, or the read-ahead is full
-            timeout = 0.0
-        for message, received in self._waiting.take(room):
-            self._to_claim[message.shard_id].append((message, received))
-        metrics.READ_AHEAD.set(len(self._waiting))
+        room = min(self.config.max_in_flight - self._held_attempts(), self.config.claim_batch)
+        for buffer, count in (
+            (self._waiting_for_thread, min(room, self._thread_room())),
+            (self._waiting, room),
+        ):
+            taken = buffer.take(max(0, count))
+            room -= len(taken)
+            for message, received in taken:
+                self._to_claim[message.shard_id].append((message, received))
+        metrics.READ_AHEAD.set(self._read_ahead())
+
+    def _poll_timeout(self) -> float:
+        """How long a poll may wait for messages: not at all while held jobs can be
+        claimed now; briefly while jobs wait for a busy handler thread to come free."""
+        room = min(self.config.max_in_flight - self._held_attempts(), self.config.claim_batch)
+        if room > 0 and (
+            len(self._waiting) or (len(self._waiting_for_thread) and self._thread_room() > 0)
+        ):
+            return 0.0
+        if len(self._waiting_for_thread):
+            return _THREAD_WAIT_TIMEOUT
+        return _POLL_TIMEOUT
+
+    def _thread_room(self) -> int:
+        """Jobs needing a thread that may be passed on to be claimed: the idle threads
+        not promised to jobs already waiting for one."""
+        return self._pool_room() - self._held(self._for_pool)
+
+    def _read_ahead(self) -> int:
+        return len(self._waiting) + len(self._waiting_for_thread)
 
     def _held_attempts(self) -> int:
         """Attempts held: waiting for their claim, running, or waiting to be recorded."""
@@ -292,7 +325,10 @@ class ExecutorWorker:
                 )
                 self.consumer.handled(received)
                 continue
-            self._waiting.put(
+            buffer = (
+                self._waiting if message.handler in self._inline_names else self._waiting_for_thread
+            )
+            buffer.put(
                 message.user_id, message.weight, (message, received), priority=message.priority
             )
 

@@ -468,4 +468,5 @@ class ShardDispatcher:
             dispatched_at=job.dispatched_at,
             weight=weight,
             priority=job.priority,
+            handler=job.handler,
         )

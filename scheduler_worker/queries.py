@@ -98,7 +98,7 @@ CLAIM_FOR_DISPATCH = f"""
                         ORDER BY p.priority DESC, by_priority.due_at, by_priority.id
                         LIMIT quota.n) AS picked))
  RETURNING jobs.id, jobs.user_id, jobs.attempts, jobs.due_at, jobs.dispatched_at,
-           jobs.priority
+           jobs.priority, jobs.handler
 """
 
 # Jobs whose messages the broker did not acknowledge go back to being due at once.

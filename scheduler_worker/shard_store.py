@@ -33,6 +33,7 @@ class ClaimedJob:
     due_at: datetime
     dispatched_at: datetime
     priority: int = PRIORITY_DEFAULT  # within the user's own jobs; higher first
+    handler: str | None = None  # the handler's name (executors pace thread-pool jobs)
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,16 @@ running it. The default topology runs: every shard, 2 schedulers, 2 executors.
   which all three still had jobs waiting to start: each user's share of the started jobs
   against its weighted share (the deviation relative to that share), and Jain's index of
   share / weighted share.
+- ``fairness_webhooks``: the same with jobs of the ``http`` handler (8,000 each; quick:
+  3,000) delivered to a webhook receiver in the bench process: jobs that need a handler
+  thread, which executors start only as threads come free. Also reported: how many
+  deliveries the receiver saw per job.
 - ``light_user_wait``: one weight-1 user floods 100,000 no-op jobs (quick: 30,000) due at
   once; another weight-1 user has 20 single jobs (created one at a time) due at moments
   spread through the flood's drain. Reported: started_at - execute_at of those 20 jobs
   (p50, p99, max), and how many were due while the flood still had 1,000 jobs to start.
 
-    make bench ARGS="--only fairness_end_to_end light_user_wait"
+    make bench ARGS="--only fairness_end_to_end fairness_webhooks light_user_wait"
 """
 
 from __future__ import annotations
@@ -46,10 +50,16 @@ from deploy.bench.shares import (
     shares,
     weighted_shares,
 )
+from deploy.chaos.receiver import Receiver
 from jobsvc.accounts.models import User
 from jobsvc.accounts.tokens import token_issue
 
 WEIGHTS = (1.0, 2.0, 4.0)
+# The webhook receiver listens on loopback, which the http handler refuses unless told.
+LOOPBACK_WEBHOOKS = {
+    "JOBSVC_HTTP_HANDLER_ALLOWED_HOSTS": "127.0.0.1",
+    "JOBSVC_HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES": "true",
+}
 BULK = 1000  # jobs per create request: what the API takes at most
 LIGHT_JOBS = 20
 FLOOD_LEFT = 1000  # a light job counts if the flood had at least this many still to start
@@ -67,6 +77,40 @@ def run_fairness_end_to_end(context) -> dict:
             due = _create_all(api, dict.fromkeys(users, per_user))
             _wait_until_all_finished(len(users) * per_user, workers)
         starts = _started(users)
+    return _fairness_result(
+        starts, users, due, f"{per_user:,} no-op jobs each, created through the API in "
+    )
+
+
+def run_fairness_webhooks(context) -> dict:
+    per_user = 3_000 if context.quick else 8_000
+    env = _scenario_env(context, "fairness-webhooks", **LOOPBACK_WEBHOOKS)
+    with (
+        Receiver() as receiver,
+        served_api(context, env=env) as api,
+        _clean_slate(WEIGHTS) as users,
+    ):
+        webhook = {"handler": "http", "handler_params": {"url": receiver.url}}
+        with _workers(context, env, schedulers=2, executors=2) as workers:
+            due = _create_all(api, dict.fromkeys(users, per_user), job_fields=webhook)
+            _wait_until_all_finished(len(users) * per_user, workers)
+        starts = _started(users)
+        seen = Counter(Counter(d.job_id for d in receiver.deliveries()).values())
+    result = _fairness_result(
+        starts,
+        users,
+        due,
+        f"{per_user:,} jobs each of the http handler, delivered to a webhook receiver in the "
+        "bench process (2 x 16 handler threads), created through the API in ",
+    )
+    result["deliveries_per_job"] = {str(times): jobs for times, jobs in sorted(seen.items())}
+    result["markdown"] += "\n\nDeliveries the receiver saw per job: " + ", ".join(
+        f"{jobs:,} jobs {times}x" for times, jobs in sorted(seen.items())
+    )
+    return result
+
+
+def _fairness_result(starts: dict[int, list[float]], users: list[int], due: float, jobs: str):
     label = {user: f"{weight:g}" for user, weight in zip(users, WEIGHTS, strict=True)}
     result = _shares(starts, {user: WEIGHTS[i] for i, user in enumerate(users)}, label)
     result["late_ms_p99"] = _ms(
@@ -75,8 +119,7 @@ def run_fairness_end_to_end(context) -> dict:
     result["setup"] = _setup(
         schedulers=2,
         executors=2,
-        extra=f"weights 1, 2, 4; {per_user:,} no-op jobs each, created through the API in "
-        f"requests of {BULK:,}, all due at one instant",
+        extra=f"weights 1, 2, 4; {jobs}requests of {BULK:,}, all due at one instant",
     )
     result["markdown"] = _shares_markdown(result)
     return result
@@ -155,8 +198,12 @@ def waits_behind(rows: list[tuple[float, float, float]], other_starts: list[floa
 # --- the stack -------------------------------------------------------------------------
 
 
-def _create_all(api: str, jobs_per_user: dict[int, int]) -> float:
-    """Every user creates its jobs at once, in bulk requests; return when they are due."""
+def _create_all(
+    api: str, jobs_per_user: dict[int, int], *, job_fields: dict | None = None
+) -> float:
+    """Every user creates its jobs at once, in bulk requests; return when they are due.
+
+    ``job_fields`` go into every job (the handler and its parameters, say)."""
     tokens = {user: token_issue(user=User.objects.get(pk=user)).token for user in jobs_per_user}
     expected = sum(jobs_per_user.values()) / CREATE_RATE_FLOOR  # seconds to create them all
     due = time.time() + CREATE_LEAD + expected
@@ -164,7 +211,7 @@ def _create_all(api: str, jobs_per_user: dict[int, int]) -> float:
     def create(user: int, part: int) -> None:
         for start in range(part * BULK, jobs_per_user[user], BULK * CREATE_THREADS_PER_USER):
             count = min(BULK, jobs_per_user[user] - start)
-            _post_jobs(api, tokens[user], [_job_body(due)] * count)
+            _post_jobs(api, tokens[user], [_job_body(due) | (job_fields or {})] * count)
 
     threads = [
         threading.Thread(target=create, args=(user, part))

@@ -138,14 +138,18 @@ def fairness_plots(result: dict, out: Path) -> list[Plot]:
     return [_save(figure, out, "fairness_shares.png", title)]
 
 
-def started_plots(result: dict, out: Path) -> list[Plot]:
+def started_plots(result: dict, out: Path, *, name: str = "fairness", what: str = "") -> list[Plot]:
     started, ideal = result.get("started_per_second"), result.get("ideal_shares")
     if not started or not ideal:
         return []
     order = sorted(started, key=lambda u: ideal.get(u, 0))
-    title = "Started jobs per second per user (API in, started_at out)"
+    title = f"Started {what}jobs per second per user (API in, started_at out)"
     figure = _started_figure({f"weight {u}": started[u] for u in order}, title=title)
-    return [_save(figure, out, "fairness_started_per_second.png", title)]
+    return [_save(figure, out, f"{name}_started_per_second.png", title)]
+
+
+def webhook_started_plots(result: dict, out: Path) -> list[Plot]:
+    return started_plots(result, out, name="fairness_webhooks", what="webhook ")
 
 
 def class_started_plots(result: dict, out: Path) -> list[Plot]:
@@ -281,6 +285,7 @@ PLOTTERS: dict[str, Callable[[dict, Path], list[Plot]]] = {
     "dispatch_lateness": lateness_plots,
     "dispatch_fairness": fairness_plots,
     "fairness_end_to_end": started_plots,
+    "fairness_webhooks": webhook_started_plots,
     "fairness_many_users": class_started_plots,
     "fairness_thousand_users": spread_started_plots,
     "fairness_with_retries": attempt_plots,

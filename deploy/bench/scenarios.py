@@ -53,6 +53,12 @@ def fairness_end_to_end(context: BenchContext) -> dict:
     return run_fairness_end_to_end(context)
 
 
+def fairness_webhooks(context: BenchContext) -> dict:
+    from deploy.bench.fairness import run_fairness_webhooks
+
+    return run_fairness_webhooks(context)
+
+
 def light_user_wait(context: BenchContext) -> dict:
     from deploy.bench.fairness import run_light_user_wait
 
@@ -102,6 +108,7 @@ SCENARIOS: dict[str, Callable[[BenchContext], dict]] = {
     "dispatch_lateness": dispatch_lateness,
     "dispatch_fairness": dispatch_fairness,
     "fairness_end_to_end": fairness_end_to_end,
+    "fairness_webhooks": fairness_webhooks,
     "light_user_wait": light_user_wait,
     "priority_in_own_backlog": priority_in_own_backlog,
     "fairness_many_users": fairness_many_users,

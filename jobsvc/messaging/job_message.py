@@ -2,7 +2,7 @@
 
     {"v": 1, "job_id": "...", "shard_id": 2, "user_id": 7, "attempt": 1, "epoch": 12,
      "due_at": "2030-01-01T00:00:00Z", "dispatched_at": "2030-01-01T00:00:00.012Z",
-     "weight": 4.0, "priority": 5}
+     "weight": 4.0, "priority": 5, "handler": "http"}
 
 ``attempt`` is the attempt this dispatch starts (1 for the first run). An executor runs
 the job only if it can claim that attempt in the shard database, so a duplicate message,
@@ -13,6 +13,11 @@ the claim reads it from the database, which is the one source of truth.
 job's: executors start the jobs they hold in weighted fair order across users, and each
 user's by priority (executor_worker.fair_buffer). Both are optional (1.0 and the default
 priority when missing), so messages of older schedulers still decode.
+
+``handler`` names the job's handler, also optional (None when missing): executors start
+jobs whose handler needs a thread only as threads come free, so the fair order holds for
+them too; a job without it is treated as one that may need a thread. The claim still
+reads the handler from the database.
 """
 
 from __future__ import annotations
@@ -48,8 +53,10 @@ class JobMessage:
     dispatched_at: datetime
     weight: float = 1.0
     priority: int = PRIORITY_DEFAULT
+    handler: str | None = None
 
     def encode(self) -> bytes:
+        optional = {} if self.handler is None else {"handler": self.handler}
         return json.dumps(
             {
                 "v": SCHEMA_VERSION,
@@ -62,6 +69,7 @@ class JobMessage:
                 "dispatched_at": utc_iso(self.dispatched_at),
                 "weight": self.weight,
                 "priority": self.priority,
+                **optional,
             },
             separators=(",", ":"),
         ).encode()
@@ -84,6 +92,9 @@ class JobMessage:
         priority = data.get("priority", PRIORITY_DEFAULT)
         if not isinstance(priority, int) or isinstance(priority, bool):
             raise MalformedJobMessage("priority must be an int")
+        handler = data.get("handler")
+        if handler is not None and not isinstance(handler, str):
+            raise MalformedJobMessage("handler must be a string")
         try:
             return cls(
                 job_id=job_id,
@@ -95,6 +106,7 @@ class JobMessage:
                 dispatched_at=datetime.fromisoformat(_typed(data, "dispatched_at", str)),
                 weight=weight,
                 priority=priority,
+                handler=handler,
             )
         except ValueError as exc:
             raise MalformedJobMessage(str(exc)) from None

@@ -3,10 +3,12 @@
 Jobs go in through the public API (gunicorn, the typed client) in bulk requests of 1,000,
 each of which lands on one random shard, so a user's jobs are spread unevenly over the
 shards; two schedulers and two executors run them with the no-op (inline) ``default``
-handler. What is measured is each job's ``started_at``, read from the shard databases:
-the promise is a backlogged user's share of the started jobs, system-wide, not per shard.
-The benchmark of the same measurement, at larger sizes, is ``deploy/bench/fairness.py``;
-both count with ``deploy/bench/shares.py``.
+handler, or with the ``http`` handler against a webhook receiver (jobs that need a handler
+thread, which executors start only as threads come free). What is measured is each
+job's ``started_at``, read from the shard databases: the promise is a backlogged user's
+share of the started jobs, system-wide, not per shard. The benchmark of the same
+measurement, at larger sizes, is ``deploy/bench/fairness.py``; both count with
+``deploy/bench/shares.py``.
 """
 
 from __future__ import annotations
@@ -68,8 +70,21 @@ FLOOD_LEFT = 500  # the flood's jobs still to start when a light job is due, at 
 # test and gunicorn, so the bound has headroom.
 LIGHT_WAIT_LIMIT = 1.5  # seconds from a light job's execute_at to its started_at, p99
 
-WORKER_ENV = {"JOBSVC_LOG_LEVEL": "WARNING"}  # a log line per job would cost the drain
-API_ENV = {"JOBSVC_USER_CREATE_RATE_PER_SECOND": "1000000"}  # a bulk creates past 1,000/s
+# Webhook jobs start at the pace of the receiver in this process and 2 x 16 handler
+# threads: 450-600 jobs/s on the bench (`FAIR_HANDLER=http`). The weight-4 user's 4/7
+# of that stays backlogged 2,000 / (4/7 x 600) = 5.8 s or more.
+WEBHOOK_JOBS_PER_USER = 2_000
+
+# The receiver listens on loopback, which the http handler refuses unless told otherwise.
+LOOPBACK_WEBHOOKS = {
+    "JOBSVC_HTTP_HANDLER_ALLOWED_HOSTS": "127.0.0.1",
+    "JOBSVC_HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES": "true",
+}
+WORKER_ENV = {"JOBSVC_LOG_LEVEL": "WARNING", **LOOPBACK_WEBHOOKS}  # a log line a job: slow
+API_ENV = {  # bulk creates past 1,000 jobs/s
+    "JOBSVC_USER_CREATE_RATE_PER_SECOND": "1000000",
+    **LOOPBACK_WEBHOOKS,
+}
 
 
 def test_backlogged_users_of_weights_1_2_4_start_1_2_4_sevenths_of_the_jobs(
@@ -83,8 +98,36 @@ def test_backlogged_users_of_weights_1_2_4_start_1_2_4_sevenths_of_the_jobs(
     wait_until(schedulers_hold_every_shard(workers), timeout=LEASE_TIMEOUT, what="leases")
     wait_until_finished(list(users), workers, due=due)
 
+    assert_started_in_weighted_shares(job_rows(list(users)), users, JOBS_PER_USER, due)
+
+
+def test_webhook_jobs_of_users_of_weights_1_2_4_start_in_1_2_4_sevenths(
+    make_user, start_worker, receiver
+):
+    users = {make_user(job_weight=weight).pk: weight for weight in WEIGHTS}
+    workers = start_workers(start_worker)
+    with serving_api(env=API_ENV) as api:
+        clients = {user_id: logged_in(api, user_id) for user_id in users}
+        due = create_all(
+            {clients[user_id]: WEBHOOK_JOBS_PER_USER for user_id in users},
+            handler="http",
+            handler_params={"url": receiver.url},
+        )
+    wait_until(schedulers_hold_every_shard(workers), timeout=LEASE_TIMEOUT, what="leases")
+    wait_until_finished(list(users), workers, due=due)
+
     rows = job_rows(list(users))
-    assert Counter(row.user_id for row in rows) == dict.fromkeys(users, JOBS_PER_USER)
+    delivered = Counter(delivery.job_id for delivery in receiver.deliveries)
+    assert len(delivered) == len(rows) and set(delivered.values()) == {1}, (
+        "the receiver saw every job exactly once"
+    )
+    assert_started_in_weighted_shares(rows, users, WEBHOOK_JOBS_PER_USER, due)
+
+
+def assert_started_in_weighted_shares(
+    rows: list[Row], users: dict[int, float], jobs_per_user: int, due: float
+) -> None:
+    assert Counter(row.user_id for row in rows) == dict.fromkeys(users, jobs_per_user)
     assert {(row.status, row.attempts) for row in rows} == {(JobStatus.SUCCEEDED, 1)}, (
         "every job started exactly once, and succeeded"
     )
@@ -174,7 +217,7 @@ def logged_in(api: str, user_id: int) -> Client:
     return client
 
 
-def create_all(jobs_per_client: dict[Client, int]) -> float:
+def create_all(jobs_per_client: dict[Client, int], **spec_fields) -> float:
     """Every user creates its jobs at once, in bulk requests; return when all are due.
 
     The due instant is chosen before the first request (it is in every job), far enough
@@ -183,7 +226,7 @@ def create_all(jobs_per_client: dict[Client, int]) -> float:
     total = sum(jobs_per_client.values())
     due = time.time() + total / CREATE_RATE_FLOOR + CREATE_LEAD
     execute_at = datetime.fromtimestamp(due, UTC)
-    spec = JobSpec(message="fairness", execute_at=execute_at)
+    spec = JobSpec(message="fairness", execute_at=execute_at, **spec_fields)
     failures: list[BaseException] = []
 
     def create(client: Client, count: int, part: int) -> None:

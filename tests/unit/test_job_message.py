@@ -20,6 +20,7 @@ MESSAGE = JobMessage(
     dispatched_at=datetime(2030, 1, 1, 0, 0, 0, 12000, tzinfo=UTC),
     weight=4.0,
     priority=9,
+    handler="http",
 )
 
 
@@ -36,12 +37,25 @@ def test_a_message_round_trips_with_its_users_weight():
     assert JobMessage.decode(MESSAGE.encode()) == MESSAGE
 
 
-def test_a_message_without_a_weight_or_priority_gets_the_defaults():
+def test_a_message_without_a_weight_priority_or_handler_gets_the_defaults():
     """Messages published by a scheduler from before these were sent."""
     data = json.loads(MESSAGE.encode())
-    del data["weight"], data["priority"]
+    del data["weight"], data["priority"], data["handler"]
     message = JobMessage.decode(json.dumps(data).encode())
-    assert (message.weight, message.priority) == (1.0, PRIORITY_DEFAULT)
+    assert (message.weight, message.priority, message.handler) == (1.0, PRIORITY_DEFAULT, None)
+
+
+def test_a_message_without_a_handler_encodes_without_one():
+    message = JobMessage.decode(JobMessage(**{**MESSAGE.__dict__, "handler": None}).encode())
+    assert message.handler is None
+
+
+@pytest.mark.parametrize("handler", [7, True, ["http"], {"name": "http"}])
+def test_a_handler_that_is_not_a_string_is_malformed(handler):
+    data = json.loads(MESSAGE.encode())
+    data["handler"] = handler
+    with pytest.raises(MalformedJobMessage, match="handler"):
+        JobMessage.decode(json.dumps(data).encode())
 
 
 @pytest.mark.parametrize("priority", ["9", 1.5, True, None])
