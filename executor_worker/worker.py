@@ -72,6 +72,8 @@ _POLL_TIMEOUT = 0.05  # seconds one poll waits for messages
 # Seconds a poll waits while jobs wait for a busy handler thread: a thread that comes free
 # is given its next job about this soon (a finished handler cannot wake the poll).
 _THREAD_WAIT_TIMEOUT = 0.005
+# While jobs wait for a handler thread, turns take this many times fewer inline jobs.
+_SHORT_TURNS = 4
 # Polls a turn makes while the broker has full batches ready: reading several times faster
 # than claiming moves a burst of dispatches (up to the schedulers' in-flight caps) out of
 # the broker's FIFO queue and into the read-ahead, where the order is fair, within a second.
@@ -271,7 +273,7 @@ class ExecutorWorker:
             self._hold(batch)
             if len(batch) < self.config.batch_size:
                 break  # the broker has no more for now, or the read-ahead is full
-        room = min(self.config.max_in_flight - self._held_attempts(), self.config.claim_batch)
+        room = min(self.config.max_in_flight - self._held_attempts(), self._claim_batch())
         for buffer, count in (
             (self._waiting_for_thread, min(room, self._thread_room())),
             (self._waiting, room),
@@ -282,10 +284,19 @@ class ExecutorWorker:
                 self._to_claim[message.shard_id].append((message, received))
         metrics.READ_AHEAD.set(self._read_ahead())
 
+    def _claim_batch(self) -> int:
+        """Jobs a turn may take: ``claim_batch``, or a part of it while jobs wait for a
+        handler thread. Threads get their next jobs once a turn, and a turn that claims a
+        whole batch of inline jobs takes long enough (0.2 s at full speed) to leave them
+        idle most of it: shorter turns keep webhooks going beside a flood of inline jobs."""
+        if len(self._waiting_for_thread):
+            return max(1, self.config.claim_batch // _SHORT_TURNS)
+        return self.config.claim_batch
+
     def _poll_timeout(self) -> float:
         """How long a poll may wait for messages: not at all while held jobs can be
         claimed now; briefly while jobs wait for a busy handler thread to come free."""
-        room = min(self.config.max_in_flight - self._held_attempts(), self.config.claim_batch)
+        room = min(self.config.max_in_flight - self._held_attempts(), self._claim_batch())
         if room > 0 and (
             len(self._waiting) or (len(self._waiting_for_thread) and self._thread_room() > 0)
         ):
