@@ -17,6 +17,8 @@ running it. The default topology runs: every shard, 2 schedulers, 2 executors.
   once; another weight-1 user has 20 single jobs (created one at a time) due at moments
   spread through the flood's drain. Reported: started_at - execute_at of those 20 jobs
   (p50, p99, max), and how many were due while the flood still had 1,000 jobs to start.
+- ``light_user_wait_webhooks``: the same with http-handler jobs to a webhook receiver in
+  the bench process, a flood of 20,000 (quick: 8,000).
 
     make bench ARGS="--only fairness_end_to_end fairness_webhooks light_user_wait"
 """
@@ -67,6 +69,7 @@ CREATE_LEAD = 5.0  # seconds from the last create request until the jobs are due
 CREATE_RATE_FLOOR = 2_000  # jobs/s bulk creates reach at least, on a busy 2-core machine
 CREATE_THREADS_PER_USER = 2  # concurrent create requests per user
 DRAIN_RATE_GUESS = 15_000  # jobs/s, to spread the light jobs through the flood's drain
+WEBHOOK_DRAIN_RATE_GUESS = 800  # the same for webhook jobs (fairness_webhooks: 836/s)
 
 
 def run_fairness_end_to_end(context) -> dict:
@@ -128,17 +131,57 @@ def _fairness_result(starts: dict[int, list[float]], users: list[int], due: floa
 def run_light_user_wait(context) -> dict:
     flood = 30_000 if context.quick else 100_000
     env = _scenario_env(context, "light-user")
-    with served_api(context, env=env) as api, _clean_slate((1.0, 1.0)) as (heavy, light):
-        with _workers(context, env, schedulers=2, executors=2) as workers:
-            due = _create_all(api, {heavy: flood})
-            spacing = flood / DRAIN_RATE_GUESS * 0.8 / LIGHT_JOBS
-            light_due = [due + 0.3 + i * spacing for i in range(LIGHT_JOBS)]
-            token = token_issue(user=User.objects.get(pk=light)).token
-            for at in light_due:  # one job a request, created before it is due
-                _post_jobs(api, token, _job_body(at))
-            _wait_until_all_finished(flood + LIGHT_JOBS, workers)
-        starts = _started([heavy])[heavy]
-        light_rows = _started_with_due([light])
+    with served_api(context, env=env) as api, _clean_slate((1.0, 1.0)) as users:
+        starts, light_rows = _flood_and_light_jobs(
+            context, env, api, users, flood=flood, drain_rate=DRAIN_RATE_GUESS
+        )
+    return _light_user_result(starts, light_rows, flood=flood, kind="no-op jobs")
+
+
+def run_light_user_wait_webhooks(context) -> dict:
+    flood = 8_000 if context.quick else 20_000
+    env = _scenario_env(context, "light-user-webhooks", **LOOPBACK_WEBHOOKS)
+    with (
+        Receiver() as receiver,
+        served_api(context, env=env) as api,
+        _clean_slate((1.0, 1.0)) as users,
+    ):
+        webhook = {"handler": "http", "handler_params": {"url": receiver.url}}
+        starts, light_rows = _flood_and_light_jobs(
+            context,
+            env,
+            api,
+            users,
+            flood=flood,
+            drain_rate=WEBHOOK_DRAIN_RATE_GUESS,
+            job_fields=webhook,
+        )
+    kind = "http-handler jobs to a webhook receiver in the bench process"
+    return _light_user_result(starts, light_rows, flood=flood, kind=kind)
+
+
+def _flood_and_light_jobs(
+    context, env, api: str, users, *, flood: int, drain_rate: float, job_fields=None
+) -> tuple[list[float], list[tuple[float, float, float]]]:
+    """One user's flood due at once, the other's LIGHT_JOBS single jobs due through its
+    drain; return the flood's start times and the light jobs' (execute_at, started,
+    dispatched)."""
+    heavy, light = users
+    fields = job_fields or {}
+    with _workers(context, env, schedulers=2, executors=2) as workers:
+        due = _create_all(api, {heavy: flood}, job_fields=fields)
+        spacing = flood / drain_rate * 0.8 / LIGHT_JOBS
+        light_due = [due + 0.3 + i * spacing for i in range(LIGHT_JOBS)]
+        token = token_issue(user=User.objects.get(pk=light)).token
+        for at in light_due:  # one job a request, created before it is due
+            _post_jobs(api, token, _job_body(at) | fields)
+        _wait_until_all_finished(flood + LIGHT_JOBS, workers)
+    return _started([heavy])[heavy], _started_with_due([light])
+
+
+def _light_user_result(
+    starts: list[float], light_rows: list[tuple[float, float, float]], *, flood: int, kind: str
+) -> dict:
     waits = waits_behind(light_rows, starts)
     result = {
         "flood_jobs": flood,
@@ -150,7 +193,7 @@ def run_light_user_wait(context) -> dict:
         "setup": _setup(
             schedulers=2,
             executors=2,
-            extra=f"a weight-1 user's {flood:,} no-op jobs due at once (API, requests of "
+            extra=f"a weight-1 user's {flood:,} {kind} due at once (API, requests of "
             f"{BULK:,}); another weight-1 user's {LIGHT_JOBS} single jobs due through the drain",
         ),
     }

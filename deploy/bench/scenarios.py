@@ -65,6 +65,12 @@ def light_user_wait(context: BenchContext) -> dict:
     return run_light_user_wait(context)
 
 
+def light_user_wait_webhooks(context: BenchContext) -> dict:
+    from deploy.bench.fairness import run_light_user_wait_webhooks
+
+    return run_light_user_wait_webhooks(context)
+
+
 def priority_in_own_backlog(context: BenchContext) -> dict:
     from deploy.bench.priority import run_priority_in_own_backlog
 
@@ -110,6 +116,7 @@ SCENARIOS: dict[str, Callable[[BenchContext], dict]] = {
     "fairness_end_to_end": fairness_end_to_end,
     "fairness_webhooks": fairness_webhooks,
     "light_user_wait": light_user_wait,
+    "light_user_wait_webhooks": light_user_wait_webhooks,
     "priority_in_own_backlog": priority_in_own_backlog,
     "fairness_many_users": fairness_many_users,
     "fairness_thousand_users": fairness_thousand_users,
