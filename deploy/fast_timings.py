@@ -8,6 +8,8 @@ purpose and wait for the system to heal, so they run the workers with these inst
 
 from __future__ import annotations
 
+from deploy.chaos.receiver import LOOPBACK_WEBHOOKS
+
 ZK_SESSION_SECONDS = 4.0
 
 FAST_FAILURE_TIMINGS = {
@@ -18,6 +20,5 @@ FAST_FAILURE_TIMINGS = {
     "JOBSVC_RETRY_MAX_DELAY_SECONDS": "1",
     "JOBSVC_EXECUTOR_LEASE_GRACE_SECONDS": "1",
     "JOBSVC_EXECUTOR_DRAIN_TIMEOUT_SECONDS": "5",
-    "JOBSVC_HTTP_HANDLER_ALLOWED_HOSTS": "127.0.0.1",
-    "JOBSVC_HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES": "true",
+    **LOOPBACK_WEBHOOKS,
 }

@@ -48,7 +48,7 @@ from django.conf import settings
 from django.db import connections
 
 from deploy.bench.processes import WorkerProcess
-from deploy.chaos.receiver import Receiver
+from deploy.chaos.receiver import LOOPBACK_WEBHOOKS, Receiver
 from jobsvc.accounts.models import User
 from jobsvc.jobs import store
 from jobsvc.jobs.models import ShardLease
@@ -150,8 +150,7 @@ def _worker_env(base: dict[str, str], suffix: str) -> dict[str, str]:
         "JOBSVC_KAFKA_DEAD_LETTER_TOPIC": dead_letter,
         "JOBSVC_EXECUTOR_GROUP_ID": f"bench-executors-failover-{suffix}",
         "JOBSVC_ZK_ROOT": f"/bench-failover-{suffix}",
-        "JOBSVC_HTTP_HANDLER_ALLOWED_HOSTS": "127.0.0.1",
-        "JOBSVC_HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES": "true",
+        **LOOPBACK_WEBHOOKS,
         "JOBSVC_LOG_LEVEL": "WARNING",
         "PYTHONUNBUFFERED": "1",
     }

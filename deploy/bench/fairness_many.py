@@ -65,6 +65,7 @@ from deploy.bench.shares import (
     shares,
     weighted_shares,
 )
+from deploy.chaos.receiver import LOOPBACK_WEBHOOKS
 from deploy.localstack.ports import free_port
 from jobsvc.accounts.models import User
 from jobsvc.accounts.tokens import token_issue
@@ -78,8 +79,7 @@ RETRY_MAX_ATTEMPTS = 3
 RETRY_ENV = {
     "JOBSVC_RETRY_BASE_DELAY_SECONDS": "0.2",
     "JOBSVC_RETRY_MAX_DELAY_SECONDS": "1",
-    "JOBSVC_HTTP_HANDLER_ALLOWED_HOSTS": "127.0.0.1",
-    "JOBSVC_HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES": "true",
+    **LOOPBACK_WEBHOOKS,
 }
 
 
