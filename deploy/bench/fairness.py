@@ -31,6 +31,9 @@ import threading
 import time
 import urllib.request
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.db import connections
@@ -52,16 +55,11 @@ from deploy.bench.shares import (
     shares,
     weighted_shares,
 )
-from deploy.chaos.receiver import Receiver
+from deploy.chaos.receiver import LOOPBACK_WEBHOOKS, Receiver
 from jobsvc.accounts.models import User
 from jobsvc.accounts.tokens import token_issue
 
 WEIGHTS = (1.0, 2.0, 4.0)
-# The webhook receiver listens on loopback, which the http handler refuses unless told.
-LOOPBACK_WEBHOOKS = {
-    "JOBSVC_HTTP_HANDLER_ALLOWED_HOSTS": "127.0.0.1",
-    "JOBSVC_HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES": "true",
-}
 BULK = 1000  # jobs per create request: what the API takes at most
 LIGHT_JOBS = 20
 FLOOD_LEFT = 1000  # a light job counts if the flood had at least this many still to start
@@ -73,43 +71,36 @@ WEBHOOK_DRAIN_RATE_GUESS = 800  # the same for webhook jobs (fairness_webhooks: 
 
 
 def run_fairness_end_to_end(context) -> dict:
-    per_user = 10_000 if context.quick else 30_000
-    env = _scenario_env(context, "fairness-e2e")
-    with served_api(context, env=env) as api, _clean_slate(WEIGHTS) as users:
-        with _workers(context, env, schedulers=2, executors=2) as workers:
-            due = _create_all(api, dict.fromkeys(users, per_user))
-            _wait_until_all_finished(len(users) * per_user, workers)
-        starts = _started(users)
-    return _fairness_result(
-        starts, users, due, f"{per_user:,} no-op jobs each, created through the API in "
-    )
+    return _run_fairness(context, per_user=10_000 if context.quick else 30_000, webhooks=False)
 
 
 def run_fairness_webhooks(context) -> dict:
-    per_user = 3_000 if context.quick else 8_000
-    env = _scenario_env(context, "fairness-webhooks", **LOOPBACK_WEBHOOKS)
-    with (
-        Receiver() as receiver,
-        served_api(context, env=env) as api,
-        _clean_slate(WEIGHTS) as users,
-    ):
-        webhook = {"handler": "http", "handler_params": {"url": receiver.url}}
-        with _workers(context, env, schedulers=2, executors=2) as workers:
-            due = _create_all(api, dict.fromkeys(users, per_user), job_fields=webhook)
-            _wait_until_all_finished(len(users) * per_user, workers)
-        starts = _started(users)
-        seen = Counter(Counter(d.job_id for d in receiver.deliveries()).values())
-    result = _fairness_result(
-        starts,
-        users,
-        due,
+    return _run_fairness(context, per_user=3_000 if context.quick else 8_000, webhooks=True)
+
+
+def _run_fairness(context, *, per_user: int, webhooks: bool) -> dict:
+    name = "fairness-webhooks" if webhooks else "fairness-e2e"
+    with _stack(context, name, WEIGHTS, webhooks=webhooks) as stack:
+        with _workers(context, stack.env, schedulers=2, executors=2) as workers:
+            due = _create_all(
+                stack.api, dict.fromkeys(stack.users, per_user), job_fields=stack.job_fields
+            )
+            _wait_until_all_finished(len(stack.users) * per_user, workers)
+        starts = _started(stack.users)
+        deliveries = stack.receiver.deliveries() if stack.receiver else []
+    jobs = (
         f"{per_user:,} jobs each of the http handler, delivered to a webhook receiver in the "
-        "bench process (2 x 16 handler threads), created through the API in ",
+        "bench process (2 x 16 handler threads), created through the API in "
+        if webhooks
+        else f"{per_user:,} no-op jobs each, created through the API in "
     )
-    result["deliveries_per_job"] = {str(times): jobs for times, jobs in sorted(seen.items())}
-    result["markdown"] += "\n\nDeliveries the receiver saw per job: " + ", ".join(
-        f"{jobs:,} jobs {times}x" for times, jobs in sorted(seen.items())
-    )
+    result = _fairness_result(starts, stack.users, due, jobs)
+    if webhooks:
+        seen = Counter(Counter(delivery.job_id for delivery in deliveries).values())
+        result["deliveries_per_job"] = {str(times): n for times, n in sorted(seen.items())}
+        result["markdown"] += "\n\nDeliveries the receiver saw per job: " + ", ".join(
+            f"{n:,} jobs {times}x" for times, n in sorted(seen.items())
+        )
     return result
 
 
@@ -129,54 +120,34 @@ def _fairness_result(starts: dict[int, list[float]], users: list[int], due: floa
 
 
 def run_light_user_wait(context) -> dict:
-    flood = 30_000 if context.quick else 100_000
-    env = _scenario_env(context, "light-user")
-    with served_api(context, env=env) as api, _clean_slate((1.0, 1.0)) as users:
-        starts, light_rows = _flood_and_light_jobs(
-            context, env, api, users, flood=flood, drain_rate=DRAIN_RATE_GUESS
-        )
-    return _light_user_result(starts, light_rows, flood=flood, kind="no-op jobs")
+    return _run_light_user_wait(context, flood=30_000 if context.quick else 100_000, webhooks=False)
 
 
 def run_light_user_wait_webhooks(context) -> dict:
-    flood = 8_000 if context.quick else 20_000
-    env = _scenario_env(context, "light-user-webhooks", **LOOPBACK_WEBHOOKS)
-    with (
-        Receiver() as receiver,
-        served_api(context, env=env) as api,
-        _clean_slate((1.0, 1.0)) as users,
-    ):
-        webhook = {"handler": "http", "handler_params": {"url": receiver.url}}
-        starts, light_rows = _flood_and_light_jobs(
-            context,
-            env,
-            api,
-            users,
-            flood=flood,
-            drain_rate=WEBHOOK_DRAIN_RATE_GUESS,
-            job_fields=webhook,
-        )
-    kind = "http-handler jobs to a webhook receiver in the bench process"
-    return _light_user_result(starts, light_rows, flood=flood, kind=kind)
+    return _run_light_user_wait(context, flood=8_000 if context.quick else 20_000, webhooks=True)
 
 
-def _flood_and_light_jobs(
-    context, env, api: str, users, *, flood: int, drain_rate: float, job_fields=None
-) -> tuple[list[float], list[tuple[float, float, float]]]:
+def _run_light_user_wait(context, *, flood: int, webhooks: bool) -> dict:
     """One user's flood due at once, the other's LIGHT_JOBS single jobs due through its
-    drain; return the flood's start times and the light jobs' (execute_at, started,
-    dispatched)."""
-    heavy, light = users
-    fields = job_fields or {}
-    with _workers(context, env, schedulers=2, executors=2) as workers:
-        due = _create_all(api, {heavy: flood}, job_fields=fields)
-        spacing = flood / drain_rate * 0.8 / LIGHT_JOBS
-        light_due = [due + 0.3 + i * spacing for i in range(LIGHT_JOBS)]
-        token = token_issue(user=User.objects.get(pk=light)).token
-        for at in light_due:  # one job a request, created before it is due
-            _post_jobs(api, token, _job_body(at) | fields)
-        _wait_until_all_finished(flood + LIGHT_JOBS, workers)
-    return _started([heavy])[heavy], _started_with_due([light])
+    drain; the light jobs' waits, measured behind the flood's start times."""
+    name = "light-user-webhooks" if webhooks else "light-user"
+    drain_rate = WEBHOOK_DRAIN_RATE_GUESS if webhooks else DRAIN_RATE_GUESS
+    with _stack(context, name, (1.0, 1.0), webhooks=webhooks) as stack:
+        heavy, light = stack.users
+        with _workers(context, stack.env, schedulers=2, executors=2) as workers:
+            due = _create_all(stack.api, {heavy: flood}, job_fields=stack.job_fields)
+            spacing = flood / drain_rate * 0.8 / LIGHT_JOBS
+            light_due = [due + 0.3 + i * spacing for i in range(LIGHT_JOBS)]
+            token = token_issue(user=User.objects.get(pk=light)).token
+            for at in light_due:  # one job a request, created before it is due
+                _post_jobs(stack.api, token, _job_body(at) | stack.job_fields)
+            _wait_until_all_finished(flood + LIGHT_JOBS, workers)
+        starts = _started([heavy])[heavy]
+        light_rows = _started_with_due([light])
+    kind = (
+        "http-handler jobs to a webhook receiver in the bench process" if webhooks else "no-op jobs"
+    )
+    return _light_user_result(starts, light_rows, flood=flood, kind=kind)
 
 
 def _light_user_result(
@@ -239,6 +210,30 @@ def waits_behind(rows: list[tuple[float, float, float]], other_starts: list[floa
 
 
 # --- the stack -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Stack:
+    env: dict[str, str]  # the workers' environment
+    api: str  # the API's base URL
+    users: list[int]
+    receiver: Receiver | None  # with webhooks: where the jobs are delivered
+    job_fields: dict  # what every job carries: with webhooks, the http handler to receiver
+
+
+@contextmanager
+def _stack(context, name: str, weights, *, webhooks: bool) -> Iterator[_Stack]:
+    """The scenario's environment, an API, fresh users of these weights and, with
+    webhooks, a receiver the jobs are delivered to."""
+    env = _scenario_env(context, name, **(LOOPBACK_WEBHOOKS if webhooks else {}))
+    with ExitStack() as stack:
+        receiver = stack.enter_context(Receiver()) if webhooks else None
+        api = stack.enter_context(served_api(context, env=env))
+        users = stack.enter_context(_clean_slate(weights))
+        job_fields = (
+            {"handler": "http", "handler_params": {"url": receiver.url}} if receiver else {}
+        )
+        yield _Stack(env, api, users, receiver, job_fields)
 
 
 def _create_all(
