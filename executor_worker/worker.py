@@ -158,7 +158,6 @@ class ExecutorWorker:
         self._stores: dict[int, ClaimStore] = {}
         self.consumer: JobConsumer | None = None
         self._inline_handlers = runner.inline_handlers()
-        self._inline_names = frozenset(self._inline_handlers)
         self._next_observation = 0.0
 
     def stop(self) -> None:
@@ -273,7 +272,7 @@ class ExecutorWorker:
             self._hold(batch)
             if len(batch) < self.config.batch_size:
                 break  # the broker has no more for now, or the read-ahead is full
-        room = min(self.config.max_in_flight - self._held_attempts(), self._claim_batch())
+        room = self._claim_room()
         for buffer, count in (
             (self._waiting_for_thread, min(room, self._thread_room())),
             (self._waiting, room),
@@ -283,6 +282,10 @@ class ExecutorWorker:
             for message, received in taken:
                 self._to_claim[message.shard_id].append((message, received))
         metrics.READ_AHEAD.set(self._read_ahead())
+
+    def _claim_room(self) -> int:
+        """Jobs this turn may pass on to be claimed (0 or less: none)."""
+        return min(self.config.max_in_flight - self._held_attempts(), self._claim_batch())
 
     def _claim_batch(self) -> int:
         """Jobs a turn may take: ``claim_batch``, or a part of it while jobs wait for a
@@ -296,7 +299,7 @@ class ExecutorWorker:
     def _poll_timeout(self) -> float:
         """How long a poll may wait for messages: not at all while held jobs can be
         claimed now; briefly while jobs wait for a busy handler thread to come free."""
-        room = min(self.config.max_in_flight - self._held_attempts(), self._claim_batch())
+        room = self._claim_room()
         if room > 0 and (
             len(self._waiting) or (len(self._waiting_for_thread) and self._thread_room() > 0)
         ):
@@ -337,7 +340,9 @@ class ExecutorWorker:
                 self.consumer.handled(received)
                 continue
             buffer = (
-                self._waiting if message.handler in self._inline_names else self._waiting_for_thread
+                self._waiting
+                if message.handler in self._inline_handlers
+                else self._waiting_for_thread
             )
             buffer.put(
                 message.user_id, message.weight, (message, received), priority=message.priority
