@@ -19,8 +19,15 @@ from confluent_kafka import Producer as KafkaProducer
 
 logger = logging.getLogger(__name__)
 
+_ANY_PARTITION = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the partitioner picks (by key)
+
 _POLL_SECONDS = 0.05  # how long one wait for delivery reports blocks
 _PURGE_REPORT_SECONDS = 1.0  # for the reports of messages purged at close
+# A topic's partition count is read from the broker's metadata at most this often (seconds)
+# while known, and tried again this soon while not (no broker, no topic).
+_PARTITIONS_TTL = 30.0
+_PARTITIONS_RETRY = 5.0
+_METADATA_TIMEOUT = 1.0  # seconds one metadata request may block the caller
 
 
 class _Batch:
@@ -74,6 +81,7 @@ class BatchProducer:
             }
         )
         self._closed = threading.Event()
+        self._partitions: dict[str, tuple[int | None, float]] = {}  # topic: (count, until)
         # Set when producing raised (a fatal error of the idempotent producer, for one):
         # the owner should replace this producer.
         self.broken = False
@@ -89,8 +97,12 @@ class BatchProducer:
         *,
         on_done: Callable[[list[int]], None] | None = None,
         timeout: float,
+        partitions: Sequence[int] | None = None,
     ) -> _Batch:
         """Publish (key, value) pairs without waiting for the broker.
+
+        ``partitions``: the partition of each message (see ``partition_count``); None:
+        each goes to its key's.
 
         ``on_done`` gets the indexes of the messages that failed, once every message is
         acknowledged or failed; it runs on the reporting thread (or on this one, for
@@ -102,8 +114,28 @@ class BatchProducer:
         batch = _Batch(len(messages), on_done)
         deadline = time.monotonic() + timeout
         for index, (key, value) in enumerate(messages):
-            self._produce(topic, key, value, batch.reporter(index), deadline)
+            target = _ANY_PARTITION if partitions is None else partitions[index]
+            self._produce(topic, key, value, target, batch.reporter(index), deadline)
         return batch
+
+    def partition_count(self, topic: str) -> int | None:
+        """How many partitions ``topic`` has (the broker's metadata, cached); None when
+        that is not known now (no broker, no such topic)."""
+        now = time.monotonic()
+        count, until = self._partitions.get(topic, (None, 0.0))
+        if now < until:
+            return count
+        count = None
+        try:
+            metadata = self._producer.list_topics(topic, timeout=_METADATA_TIMEOUT)
+        except KafkaException as exc:
+            logger.debug("no metadata for %s: %s", topic, exc)
+        else:
+            described = metadata.topics.get(topic)
+            if described is not None and described.error is None and described.partitions:
+                count = len(described.partitions)
+        self._partitions[topic] = (count, now + (_PARTITIONS_TTL if count else _PARTITIONS_RETRY))
+        return count
 
     def publish(
         self, topic: str, messages: Sequence[tuple[bytes, bytes]], *, timeout: float
@@ -122,10 +154,14 @@ class BatchProducer:
             )
         return unacknowledged
 
-    def _produce(self, topic: str, key: bytes, value: bytes, callback, deadline: float) -> None:
+    def _produce(
+        self, topic: str, key: bytes, value: bytes, partition: int, callback, deadline: float
+    ) -> None:
         while True:
             try:
-                self._producer.produce(topic, value=value, key=key, on_delivery=callback)
+                self._producer.produce(
+                    topic, value=value, key=key, partition=partition, on_delivery=callback
+                )
                 return
             except BufferError:
                 # The local queue is full: wait for delivery reports to make room.

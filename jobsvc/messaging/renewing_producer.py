@@ -43,6 +43,7 @@ class RenewingProducer:
         *,
         on_done: Callable[[list[int]], None],
         timeout: float,
+        partitions: Sequence[int] | None = None,
     ) -> None:
         producer = self._current
 
@@ -52,9 +53,12 @@ class RenewingProducer:
             finally:
                 on_done(failed)
 
-        producer.send(topic, messages, on_done=check, timeout=timeout)
+        producer.send(topic, messages, on_done=check, timeout=timeout, partitions=partitions)
         # A producer that raised is replaced now, not when the batch's last report comes.
         self._check(producer, sent=len(messages), failed=[])
+
+    def partition_count(self, topic: str) -> int | None:
+        return self._current.partition_count(topic)
 
     def publish(
         self, topic: str, messages: Sequence[tuple[bytes, bytes]], *, timeout: float

@@ -67,8 +67,11 @@ class InMemoryShard:
 class AcknowledgingProducer:
     """A broker that takes every message at once."""
 
-    def send(self, topic, messages, *, on_done, timeout) -> None:
+    def send(self, topic, messages, *, on_done, timeout, partitions=None) -> None:
         on_done([])
+
+    def partition_count(self, topic) -> int | None:
+        return None
 
     def publish(self, topic, messages, *, timeout) -> list[int]:
         return []
@@ -82,13 +85,34 @@ class FixedWeights:
         return {user: self.weights.get(user, 1.0) for user in user_ids}
 
 
+class PartitionedProducer(AcknowledgingProducer):
+    """A broker whose topic has ``partitions`` partitions; it records each batch's."""
+
+    def __init__(self, partitions: int | None) -> None:
+        self.partitions = partitions
+        self.batches: list[list[int] | None] = []  # each message's partition, per batch
+
+    def send(self, topic, messages, *, on_done, timeout, partitions=None) -> None:
+        assert partitions is None or len(partitions) == len(messages)
+        self.batches.append(None if partitions is None else list(partitions))
+        on_done([])
+
+    def partition_count(self, topic) -> int | None:
+        return self.partitions
+
+
 def dispatcher(
-    shard: InMemoryShard, weights: dict[int, float], *, batch_size: int, max_in_flight: int = 0
+    shard: InMemoryShard,
+    weights: dict[int, float],
+    *,
+    batch_size: int,
+    max_in_flight: int = 0,
+    producer: AcknowledgingProducer | None = None,
 ):
     result = ShardDispatcher(
         store=shard,
         owner="test",
-        producer=AcknowledgingProducer(),
+        producer=producer or AcknowledgingProducer(),
         config=DispatchConfig(
             topic="jobs",
             dead_letter_topic="dead",
@@ -234,3 +258,68 @@ def test_the_backlog_gauges_are_per_shard_and_a_class_no_longer_backlogged_drops
     assert gauge("jobsvc_backlogged_users", SHARD, "1") == 0
     assert gauge("jobsvc_dispatched_share_target", SHARD, "1") == 0
     assert gauge("jobsvc_dispatched_share_target", SHARD, "3") == pytest.approx(1.0)
+
+
+def runs(partitions: list[int]) -> list[tuple[int, int]]:
+    """(partition, messages) of each run of messages to one partition, in order."""
+    return [(p, len(list(run))) for p, run in itertools.groupby(partitions)]
+
+
+@pytest.mark.parametrize(
+    ("batch_size", "expected_runs"),
+    [(1, [1]), (17, [17]), (100, [100]), (101, [51, 50]), (250, [84, 83, 83])],
+)
+def test_a_round_goes_to_as_few_partitions_as_its_size_needs(batch_size, expected_runs):
+    """A small round is one batch for the broker, not one or two messages for each
+    partition its jobs' keys hash to; a large one still goes to several partitions (and
+    so to several executors), each a different one."""
+    shard = InMemoryShard()
+    shard.add(1, FLOOD)
+    producer = PartitionedProducer(partitions=12)
+    rounds = dispatcher(shard, {}, batch_size=batch_size, producer=producer)
+
+    rounds.dispatch_round()
+
+    [partitions] = producer.batches
+    assert [count for _, count in runs(partitions)] == expected_runs
+    assert len({p for p, _ in runs(partitions)}) == len(expected_runs)
+    assert all(0 <= p < 12 for p in partitions)
+
+
+def test_rounds_spread_over_every_partition():
+    shard = InMemoryShard()
+    shard.add(1, FLOOD)
+    producer = PartitionedProducer(partitions=4)
+    rounds = dispatcher(shard, {}, batch_size=10, producer=producer)
+
+    for _ in range(400):
+        rounds.dispatch_round()
+
+    used = Counter(batch[0] for batch in producer.batches)
+    assert set(used) == {0, 1, 2, 3}
+    assert min(used.values()) > 50  # 100 each on average; random, but not that uneven
+
+
+def test_a_round_spreads_over_at_most_every_partition_once():
+    shard = InMemoryShard()
+    shard.add(1, FLOOD)
+    producer = PartitionedProducer(partitions=3)
+    rounds = dispatcher(shard, {}, batch_size=1000, producer=producer)
+
+    rounds.dispatch_round()
+
+    [partitions] = producer.batches
+    assert sorted(count for _, count in runs(partitions)) == [333, 333, 334]
+    assert {p for p, _ in runs(partitions)} == {0, 1, 2}
+
+
+def test_while_the_partitions_are_not_known_each_message_goes_to_its_keys_partition():
+    shard = InMemoryShard()
+    shard.add(1, 25)
+    producer = PartitionedProducer(partitions=None)  # no broker, or no such topic yet
+    rounds = dispatcher(shard, {}, batch_size=10, producer=producer)
+
+    for _ in range(3):
+        rounds.dispatch_round()
+
+    assert producer.batches == [None, None, None]
