@@ -1,4 +1,5 @@
-"""Django's PostgreSQL backend, with a connection health check that needs no query.
+"""Django's PostgreSQL backend, with a connection health check that needs no query, and
+timestamps parsed in C.
 
 Kept connections (`CONN_MAX_AGE`) are checked once per request before their first use
 (`CONN_HEALTH_CHECKS`). Django checks with `SELECT 1`: one more round trip than the work
@@ -15,13 +16,60 @@ pulled) still passes; `SELECT 1` would hang on it just as the real query does.
 
 from __future__ import annotations
 
+import datetime
+import functools
 import select
 
 from django.db.backends.postgresql import base
-from psycopg import pq
+from psycopg import adapt, pq
+from psycopg.abc import Buffer
+from psycopg.types.datetime import TimestamptzLoader
+
+try:  # psycopg's C build (psycopg[binary]): its loader parses in C
+    from psycopg_binary._psycopg import TimestamptzLoader as _ParsingLoader
+except ImportError:  # the pure Python build: no faster parser to be had
+    _ParsingLoader = TimestamptzLoader
+
+
+class _UtcTimestamptzLoader(adapt.Loader):
+    """timestamptz through psycopg's own parser (C in its binary build), in UTC sessions.
+
+    Django registers a loader of its own (``BaseTzLoader``) that runs psycopg's Python
+    parser and then sets the tzinfo: 3.8 µs a timestamp against 0.4 µs, and during a
+    flood 13 % of an executor's CPU and 8 % of a scheduler's (py-spy), parsing the
+    timestamps of claimed jobs. In a UTC session psycopg's
+    parser already gives datetimes in ``datetime.UTC``, as Django's loader does. The C
+    class cannot be subclassed, hence the call through. ``timezone`` is what Django
+    compares a connection's loader with before each cursor (``create_cursor``): it must
+    say UTC, or Django puts its own loader back.
+    """
+
+    timezone = datetime.UTC
+
+    def __init__(self, oid: int, context: adapt.AdaptContext | None = None) -> None:
+        super().__init__(oid, context)
+        self._parser = _ParsingLoader(oid, context)
+        self.load = self._parser.load  # what psycopg calls: the parser's own, no hop
+
+    def load(self, data: Buffer) -> datetime.datetime:
+        return self._parser.load(data)
+
+
+@functools.cache
+def _with_fast_timestamps(template: adapt.AdaptersMap) -> adapt.AdaptersMap:
+    adapters = adapt.AdaptersMap(template)
+    adapters.register_loader("timestamptz", _UtcTimestamptzLoader)
+    return adapters
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
+    def get_connection_params(self) -> dict:
+        params = super().get_connection_params()
+        # Django's session time zone is self.timezone_name; UTC unless configured otherwise.
+        if self.timezone is datetime.UTC and self.timezone_name == "UTC":
+            params["context"] = _with_fast_timestamps(params["context"])
+        return params
+
     def is_usable(self) -> bool:
         connection = self.connection
         # Not OK covers closed and broken (psycopg derives both from the status).
