@@ -37,11 +37,12 @@ class _UtcTimestamptzLoader(adapt.Loader):
     Django registers a loader of its own (``BaseTzLoader``) that runs psycopg's Python
     parser and then sets the tzinfo: 3.8 µs a timestamp against 0.4 µs, and during a
     flood 13 % of an executor's CPU and 8 % of a scheduler's (py-spy), parsing the
-    timestamps of claimed jobs. In a UTC session psycopg's
-    parser already gives datetimes in ``datetime.UTC``, as Django's loader does. The C
-    class cannot be subclassed, hence the call through. ``timezone`` is what Django
-    compares a connection's loader with before each cursor (``create_cursor``): it must
-    say UTC, or Django puts its own loader back.
+    timestamps of claimed jobs. In a UTC session psycopg's parser already gives datetimes
+    in ``datetime.UTC``, as Django's loader does. The C class cannot be subclassed, so
+    each loader holds one and gives psycopg its bound ``load`` (the method below only
+    completes the abstract class). ``timezone`` is what Django compares a connection's
+    loader with before each cursor (``create_cursor``): it must say UTC, or Django puts
+    its own loader back.
     """
 
     timezone = datetime.UTC
