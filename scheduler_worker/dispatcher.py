@@ -56,7 +56,7 @@ logger = logging.getLogger(__name__)
 
 _MAX_CLAIM_PASSES = 3
 # A round's messages go to the partitions in runs of this many (see _partitions).
-_MESSAGES_PER_PARTITION = 100
+_MESSAGES_PER_PARTITION = 20
 _ERROR_BACKOFF_SECONDS = 1.0  # after a database or broker error, before the next round
 _UNACKNOWLEDGED_ROUNDS = 2  # full rounds of messages that may await acknowledgement
 ROUND_RECORD_INTERVAL = 1.0  # seconds; at most one write of the last round's time per shard
@@ -483,8 +483,13 @@ class ShardDispatcher:
         cost Apache Kafka less too (the reason for its sticky partitioner, KIP-480). A large
         round still goes to several partitions, and so to several executors: a flood's
         rounds sent whole, to the next partition each time, drained 100,000 jobs in 11.6 s
-        against 9.0 s keyed. Which partition a job is in decides nothing else: executors
-        read every partition ahead of what they run and start what they hold in fair order.
+        against 9.0 s keyed. A round of 240 or more goes to every partition in equal runs,
+        so each executor gets its share of every user's jobs: with runs of up to 100, a
+        1,000-job round went to 10 of 12 partitions, and the executors' halves of a user's
+        jobs differed by hundreds, which the user felt as a short share in the last
+        second(s) of its webhook backlog (tests/e2e/test_fairness_end_to_end.py). Which
+        partition a job is in decides nothing else: executors read every partition ahead of
+        what they run and start what they hold in fair order.
         """
         count = self.producer.partition_count(self.config.topic)
         if not count:
