@@ -8,8 +8,8 @@ One round (``dispatch_round``):
    their weighted share of the in-flight cap go first (see ``_rooms``);
 4. claim: mark up to that many of each user's oldest due jobs queued, fenced by our epoch;
    capacity a user could not use goes to the others in a second pass;
-5. send the claimed jobs to the broker, users interleaved by weight, in runs of up to
-   ``_MESSAGES_PER_PARTITION`` to a partition each (``_partitions``), without waiting for
+5. send the claimed jobs to the broker, users interleaved by weight and dealt to one
+   partition per ``_MESSAGES_PER_PARTITION`` jobs (``_partitions``), without waiting for
    its acknowledgements: the next round starts at once (waiting would add the broker's
    round trip, tens of milliseconds, to every job's dispatch). The jobs of messages the
    broker failed are made due again at the start of the next round. At most
@@ -55,7 +55,7 @@ from scheduler_worker.weights import WeightBook
 logger = logging.getLogger(__name__)
 
 _MAX_CLAIM_PASSES = 3
-# A round's messages go to the partitions in runs of this many (see _partitions).
+# A round goes to one partition for each this many of its messages (see _partitions).
 _MESSAGES_PER_PARTITION = 20
 _ERROR_BACKOFF_SECONDS = 1.0  # after a database or broker error, before the next round
 _UNACKNOWLEDGED_ROUNDS = 2  # full rounds of messages that may await acknowledgement
@@ -448,6 +448,10 @@ class ShardDispatcher:
         for job in claimed:
             by_user[job.user_id].append(job)
         ordered = interleave(by_user, weights)
+        picked = self._partitions(len(ordered))
+        partitions = None
+        if picked is not None:
+            ordered, partitions = _deal(ordered, picked)
         messages = [
             (job.job_id.encode(), self._message(job, weight_of(weights, job.user_id)).encode())
             for job in ordered
@@ -464,30 +468,28 @@ class ShardDispatcher:
             messages,
             on_done=on_done,
             timeout=self.config.publish_timeout,
-            partitions=self._partitions(len(messages)),
+            partitions=partitions,
         )
         return len(ordered)
 
     def _partitions(self, messages: int) -> list[int] | None:
-        """The partition of each of a round's messages: runs of up to
-        ``_MESSAGES_PER_PARTITION`` to partitions picked at random (None: each message to
-        its key's, while the topic's partitions are not known).
+        """The partitions a round of ``messages`` goes to: one for each
+        ``_MESSAGES_PER_PARTITION`` messages, up to all of them, picked at random (None:
+        each message to its key's, while the topic's partitions are not known). The round
+        is dealt to them by ``_deal``.
 
         Keys spread a round over every partition, so a small round becomes a batch of one or
         two messages per partition. Tansu, the local broker, pays for every stored batch on
         every fetch: at the design peak (1,389 jobs/s, rounds of about 17 jobs a shard) it
         used 0.2-0.8 of a core, growing with its log, and the whole stack 1.3-1.85 of the 2
-        cores; with runs, Tansu 0.14-0.18 and the stack 0.84-1.12, and started - due p99
-        fell from 267 to 65 ms (deploy/bench dispatch_lateness; the reports are in
+        cores; with one batch per partition and round, Tansu 0.14-0.18 and the stack
+        0.84-1.12, and started - due p99 fell from 267 to 65 ms (deploy/bench
+        dispatch_lateness; the reports are in
         deploy/bench/results/2026-11-24/5-design-peak-partitions.md). Fewer, larger batches
         cost Apache Kafka less too (the reason for its sticky partitioner, KIP-480). A large
         round still goes to several partitions, and so to several executors: a flood's
         rounds sent whole, to the next partition each time, drained 100,000 jobs in 11.6 s
-        against 9.0 s keyed. A round of 240 or more goes to every partition in equal runs,
-        so each executor gets its share of every user's jobs: with runs of up to 100, a
-        1,000-job round went to 10 of 12 partitions, and the executors' halves of a user's
-        jobs differed by hundreds, which the user felt as a short share in the last
-        second(s) of its webhook backlog (tests/e2e/test_fairness_end_to_end.py). Which
+        against 9.0 s keyed. A round of 240 or more goes to every partition. Which
         partition a job is in decides nothing else: executors read every partition ahead of
         what they run and start what they hold in fair order.
         """
@@ -495,8 +497,7 @@ class ShardDispatcher:
         if not count:
             return None
         runs = min(count, math.ceil(messages / _MESSAGES_PER_PARTITION))
-        picked = random.sample(range(count), runs)
-        return [picked[index * runs // messages] for index in range(messages)]
+        return random.sample(range(count), runs)
 
     def _message(self, job: ClaimedJob, weight: float) -> JobMessage:
         return JobMessage(
@@ -511,3 +512,25 @@ class ShardDispatcher:
             priority=job.priority,
             handler=job.handler,
         )
+
+
+def _deal(ordered: list[ClaimedJob], partitions: list[int]) -> tuple[list[ClaimedJob], list[int]]:
+    """Deal a round to ``partitions`` like cards, one user's jobs after another's, so each
+    partition gets the same share of every user's jobs (to within one job) and of the
+    round; each partition's jobs keep their fair order, and go together, so the producer
+    makes one batch per partition.
+
+    Cut into consecutive runs instead, a round whose fair order ended with one user's jobs
+    (the others had fewer due) gave that user's jobs to few partitions, so to one executor
+    more than the other; the user's webhooks then ran out on one executor while hundreds
+    waited on the other, and its share of the started jobs fell from 0.571 to 0.42 in the
+    last seconds of its backlog (tests/e2e/test_fairness_end_to_end.py). Dealing the
+    fair order itself would not do either: its period (two users of one weight alternate)
+    can divide the number of partitions.
+    """
+    by_user = sorted(enumerate(ordered), key=lambda position_job: position_job[1].user_id)
+    hands = [sorted(by_user[first :: len(partitions)]) for first in range(len(partitions))]
+    return (
+        [job for hand in hands for _, job in hand],
+        [partition for partition, hand in zip(partitions, hands, strict=True) for _ in hand],
+    )

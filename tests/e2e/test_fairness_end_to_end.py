@@ -81,11 +81,11 @@ FLOOD_LEFT = 500  # the flood's jobs still to start when a light job is due, at 
 LIGHT_WAIT_LIMIT = 1.5  # seconds from a light job's execute_at to its started_at, p99
 
 # Webhook jobs start at the pace of the receiver in this process and 2 x 16 handler
-# threads: 400-950 jobs/s in this test's windows (836-920/s on the bench, `--only
-# fairness_webhooks`). With 2,000 jobs a user the weight-4 user ran out 4.2-6.2 s after
-# the first start, once leaving just the 4 windows needed; with 3,000 its 4/7 of 950/s
-# stays backlogged 5.5 s or more.
-WEBHOOK_JOBS_PER_USER = 3_000
+# threads: 400-1,050 jobs/s in this test's windows (836-920/s on the bench, `--only
+# fairness_webhooks`). With 3,000 jobs a user the weight-4 user ran out 5.7-7.4 s after
+# the first start, leaving 5-7 windows of the 4 needed; with 4,000 its 4/7 of 1,050/s
+# stays backlogged 6.6 s or more.
+WEBHOOK_JOBS_PER_USER = 4_000
 
 # A webhook flood: 10-13 s of the executors' threads here. Before webhook jobs waited in
 # their own fair buffer, a light user's webhook waited behind up to 2,000 held flood jobs

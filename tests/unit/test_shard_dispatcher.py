@@ -8,6 +8,7 @@ tests cannot: a round that claims in several passes, users who run dry, the gaug
 from __future__ import annotations
 
 import itertools
+import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 
@@ -91,10 +92,12 @@ class PartitionedProducer(AcknowledgingProducer):
     def __init__(self, partitions: int | None) -> None:
         self.partitions = partitions
         self.batches: list[list[int] | None] = []  # each message's partition, per batch
+        self.users: list[list[int]] = []  # each message's user, per batch
 
     def send(self, topic, messages, *, on_done, timeout, partitions=None) -> None:
         assert partitions is None or len(partitions) == len(messages)
         self.batches.append(None if partitions is None else list(partitions))
+        self.users.append([json.loads(value)["user_id"] for _, value in messages])
         on_done([])
 
     def partition_count(self, topic) -> int | None:
@@ -319,6 +322,54 @@ def test_a_round_spreads_over_at_most_every_partition_once():
     [partitions] = producer.batches
     assert sorted(count for _, count in runs(partitions)) == [333, 333, 334]
     assert {p for p, _ in runs(partitions)} == {0, 1, 2}
+
+
+@pytest.mark.parametrize(
+    ("due", "weights"),
+    [
+        ({1: FLOOD, 2: 100}, {}),  # the fair order ends with 800 of user 1's jobs
+        ({1: FLOOD, 2: FLOOD}, {}),  # alternating users: period 2 divides 12 partitions
+        ({1: FLOOD, 2: FLOOD, 3: FLOOD}, {1: 1.0, 2: 2.0, 3: 4.0}),
+        (dict.fromkeys(range(1, 31), FLOOD), {}),
+    ],
+)
+def test_every_partition_gets_its_share_of_every_users_jobs(due, weights):
+    """Executors each read their own partitions and start what they hold in fair order,
+    so a user whose jobs went to one executor more than the other runs out there first
+    and gets less than its share while still backlogged."""
+    shard = InMemoryShard()
+    for user, jobs in due.items():
+        shard.add(user, jobs)
+    producer = PartitionedProducer(partitions=12)
+    rounds = dispatcher(shard, weights, batch_size=1000, producer=producer)
+
+    rounds.dispatch_round()
+
+    [partitions], [users] = producer.batches, producer.users
+    assert len(runs(partitions)) == 12, "one run of messages per partition"
+    per_partition = Counter(zip(partitions, users, strict=True))
+    for user, jobs in Counter(users).items():
+        counts = [per_partition[partition, user] for partition in range(12)]
+        assert max(counts) - min(counts) <= 1, f"user {user}: {counts}"
+        assert sum(counts) == jobs
+
+
+def test_each_partitions_messages_keep_the_fair_order():
+    shard = InMemoryShard()
+    shard.add(1, FLOOD)
+    shard.add(2, FLOOD)
+    producer = PartitionedProducer(partitions=12)
+    rounds = dispatcher(shard, {1: 1.0, 2: 3.0}, batch_size=1000, producer=producer)
+
+    rounds.dispatch_round()
+
+    [partitions], [users] = producer.batches, producer.users
+    messages = zip(partitions, users, strict=True)
+    for partition, run in itertools.groupby(messages, key=lambda message: message[0]):
+        order = [user for _, user in run]
+        for prefix in range(1, len(order) + 1):
+            # user 1 has a quarter of every prefix, to within one job
+            assert abs(order[:prefix].count(1) - prefix / 4) <= 1, f"{partition}: {order}"
 
 
 def test_while_the_partitions_are_not_known_each_message_goes_to_its_keys_partition():
