@@ -8,7 +8,7 @@ purpose and wait for the system to heal, so they run the workers with these inst
 
 from __future__ import annotations
 
-from deploy.chaos.receiver import LOOPBACK_WEBHOOKS
+from deploy.webhook_receiver import LOOPBACK_WEBHOOKS
 
 ZK_SESSION_SECONDS = 4.0
 

@@ -48,7 +48,7 @@ from django.conf import settings
 from django.db import connections
 
 from deploy.bench.processes import WorkerProcess
-from deploy.chaos.receiver import LOOPBACK_WEBHOOKS, Receiver
+from deploy.webhook_receiver import LOOPBACK_WEBHOOKS, Receiver
 from jobsvc.accounts.models import User
 from jobsvc.jobs import store
 from jobsvc.jobs.models import ShardLease

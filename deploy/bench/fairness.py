@@ -55,7 +55,7 @@ from deploy.bench.shares import (
     shares,
     weighted_shares,
 )
-from deploy.chaos.receiver import LOOPBACK_WEBHOOKS, Receiver
+from deploy.webhook_receiver import LOOPBACK_WEBHOOKS, Receiver
 from jobsvc.accounts.models import User
 from jobsvc.accounts.tokens import token_issue
 

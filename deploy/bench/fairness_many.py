@@ -65,8 +65,8 @@ from deploy.bench.shares import (
     shares,
     weighted_shares,
 )
-from deploy.chaos.receiver import LOOPBACK_WEBHOOKS
 from deploy.localstack.ports import free_port
+from deploy.webhook_receiver import LOOPBACK_WEBHOOKS
 from jobsvc.accounts.models import User
 from jobsvc.accounts.tokens import token_issue
 

@@ -20,9 +20,10 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from deploy.webhook_receiver import Delivery
+
 from .faults import FaultEvent
 from .history import JobRow
-from .receiver import Delivery
 from .workload import Created
 
 LATE_SECONDS = 30.0  # started this long after due counts as late (reported, not failed)

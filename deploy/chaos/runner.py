@@ -16,10 +16,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from deploy.webhook_receiver import Delivery, Receiver
+
 from .checker import classify, recovery
 from .faults import Fault, FaultEvent, failover, faults_for, run_fault
 from .history import JobRow, ShardProbe, job_rows
-from .receiver import Delivery, Receiver
 from .system import System
 from .workload import Workload
 

@@ -23,8 +23,8 @@ from deploy.fast_timings import FAST_FAILURE_TIMINGS
 from deploy.localstack.kafka import KafkaBroker
 from deploy.localstack.ports import free_port
 from deploy.localstack.stack import new_stack_dir
+from deploy.webhook_receiver import Receiver
 from jobsvc.messaging.topics import TopicSpec, ensure_topics
-from tests.e2e.receiver import Receiver
 
 if TYPE_CHECKING:
     from tests.e2e.jobs_topic import JobsTopic

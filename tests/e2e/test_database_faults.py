@@ -81,7 +81,7 @@ def test_every_shard_dispatches_again_after_a_database_fault_and_no_job_is_lost(
     connections.close_all()  # this test's own sessions were cut too
 
     wait_until(lambda: status_counts()["succeeded"] == JOBS, timeout=90, what="every job succeeded")
-    deliveries = Counter((d.job_id, d.attempt) for d in receiver.deliveries)
+    deliveries = Counter((d.job_id, d.attempt) for d in receiver.deliveries())
     assert {job_id for job_id, _ in deliveries} == set(ids), "a job was lost"
     twice = {key: n for key, n in deliveries.items() if n > 1}
     assert not twice, f"(job, attempt) delivered more than once: {twice}"

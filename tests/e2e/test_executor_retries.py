@@ -127,8 +127,8 @@ def test_http_answers_decide_between_retry_and_dead_letter(
     assert [d.status for d in receiver.of(unavailable)] == [503, 200]
     assert [d.status for d in receiver.of(ok)] == [200]
     assert receiver.of(refused) == []
-    assert all(d.signature_valid for d in receiver.deliveries)
-    assert {d.body["job_id"] for d in receiver.deliveries} == {
+    assert all(d.signature_valid for d in receiver.deliveries())
+    assert {d.body["job_id"] for d in receiver.deliveries()} == {
         not_found,
         throttled,
         unavailable,

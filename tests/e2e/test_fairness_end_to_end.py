@@ -24,7 +24,7 @@ import pytest
 from django.db import connections
 
 from deploy.bench.shares import backlogged_windows, jain_index, shares, weighted_shares
-from deploy.chaos.receiver import LOOPBACK_WEBHOOKS
+from deploy.webhook_receiver import LOOPBACK_WEBHOOKS
 from jobsvc.accounts.models import User
 from jobsvc.jobs.models import Job, JobStatus
 from jobsvc.sharding.shards import shard_alias, shard_aliases, shard_ids
@@ -131,7 +131,7 @@ def test_webhook_jobs_of_users_of_weights_1_2_4_start_in_1_2_4_sevenths(
     wait_until_finished(list(users), workers, due=due)
 
     rows = job_rows(list(users))
-    delivered = Counter(delivery.job_id for delivery in receiver.deliveries)
+    delivered = Counter(delivery.job_id for delivery in receiver.deliveries())
     assert len(delivered) == len(rows) and set(delivered.values()) == {1}, (
         "the receiver saw every job exactly once"
     )

@@ -6,8 +6,8 @@ from __future__ import annotations
 from deploy.chaos.checker import classify, recovery
 from deploy.chaos.faults import FaultEvent
 from deploy.chaos.history import JobRow
-from deploy.chaos.receiver import Delivery
 from deploy.chaos.workload import Created
+from deploy.webhook_receiver import Delivery
 
 DUE = 1000.0
 FAULT = FaultEvent("kill scheduler-0", "", injected_at=990.0, healed_at=991.0)
