@@ -27,7 +27,6 @@ import json
 import os
 import secrets
 import statistics
-import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -39,10 +38,18 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 from deploy.bench.api_create import served_api
+from deploy.bench.api_jobs import (
+    BULK,
+    CREATE_LEAD,
+    CREATE_RATE_FLOOR,
+    create_before,
+    job_body,
+    post_jobs,
+    tokens_for,
+)
 from deploy.bench.processes import WorkerProcess
 from deploy.bench.shares import jain_index, percentile
 from jobsvc.accounts.models import User
-from jobsvc.accounts.tokens import token_issue
 from jobsvc.messaging.topics import TopicSpec, ensure_topics
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias, shard_ids
@@ -469,24 +476,16 @@ def _create_spread(api: str, users: list[int], total: int) -> None:
     """``total`` jobs due at PEAK_RATE a second, job ``i`` of all the user ``i % users``'s,
     created through the API in requests of up to BULK jobs (each lands on one shard, as a
     bulk create does), all before the first is due."""
-    from deploy.bench.fairness import BULK, CREATE_RATE_FLOOR, _job_body, _post_jobs
-
-    tokens = [token_issue(user=User.objects.get(pk=user)).token for user in users]
-    first_due = time.time() + 5.0 + total / CREATE_RATE_FLOOR
+    tokens = tokens_for(users)
+    first_due = time.time() + CREATE_LEAD + total / CREATE_RATE_FLOOR
 
     def create(index: int) -> None:
         mine = [first_due + i / PEAK_RATE for i in range(index, total, len(users))]
         for start in range(0, len(mine), BULK):
-            bodies = [_job_body(at) for at in mine[start : start + BULK]]
-            _post_jobs(api, tokens[index], bodies)
+            bodies = [job_body(at) for at in mine[start : start + BULK]]
+            post_jobs(api, tokens[users[index]], bodies)
 
-    threads = [threading.Thread(target=create, args=(index,)) for index in range(len(users))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if time.time() > first_due:
-        raise RuntimeError("creating the jobs took longer than the lead before they were due")
+    create_before(first_due, create, range(len(users)), threads=len(users))
 
 
 def run_lateness(context, *, schedulers: int = 2, executors: int = 2) -> dict:

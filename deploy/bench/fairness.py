@@ -25,20 +25,25 @@ running it. The default topology runs: every shard, 2 schedulers, 2 executors.
 
 from __future__ import annotations
 
-import json
 import statistics
-import threading
 import time
-import urllib.request
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from django.db import connections
 
 from deploy.bench.api_create import served_api
+from deploy.bench.api_jobs import (
+    BULK,
+    CREATE_LEAD,
+    CREATE_RATE_FLOOR,
+    create_before,
+    job_body,
+    post_jobs,
+    tokens_for,
+)
 from deploy.bench.dispatch import (
     _clean_slate,
     _on_every_shard,
@@ -56,15 +61,10 @@ from deploy.bench.shares import (
     weighted_shares,
 )
 from deploy.webhook_receiver import LOOPBACK_WEBHOOKS, Receiver
-from jobsvc.accounts.models import User
-from jobsvc.accounts.tokens import token_issue
 
 WEIGHTS = (1.0, 2.0, 4.0)
-BULK = 1000  # jobs per create request: what the API takes at most
 LIGHT_JOBS = 20
 FLOOD_LEFT = 1000  # a light job counts if the flood had at least this many still to start
-CREATE_LEAD = 5.0  # seconds from the last create request until the jobs are due
-CREATE_RATE_FLOOR = 2_000  # jobs/s bulk creates reach at least, on a busy 2-core machine
 CREATE_THREADS_PER_USER = 2  # concurrent create requests per user
 DRAIN_RATE_GUESS = 15_000  # jobs/s, to spread the light jobs through the flood's drain
 WEBHOOK_DRAIN_RATE_GUESS = 800  # the same for webhook jobs (fairness_webhooks: 836/s)
@@ -138,9 +138,9 @@ def _run_light_user_wait(context, *, flood: int, webhooks: bool) -> dict:
             due = _create_all(stack.api, {heavy: flood}, job_fields=stack.job_fields)
             spacing = flood / drain_rate * 0.8 / LIGHT_JOBS
             light_due = [due + 0.3 + i * spacing for i in range(LIGHT_JOBS)]
-            token = token_issue(user=User.objects.get(pk=light)).token
+            token = tokens_for([light])[light]
             for at in light_due:  # one job a request, created before it is due
-                _post_jobs(stack.api, token, _job_body(at) | stack.job_fields)
+                post_jobs(stack.api, token, job_body(at) | stack.job_fields)
             _wait_until_all_finished(flood + LIGHT_JOBS, workers)
         starts = _started([heavy])[heavy]
         light_rows = _started_with_due([light])
@@ -242,44 +242,19 @@ def _create_all(
     """Every user creates its jobs at once, in bulk requests; return when they are due.
 
     ``job_fields`` go into every job (the handler and its parameters, say)."""
-    tokens = {user: token_issue(user=User.objects.get(pk=user)).token for user in jobs_per_user}
+    tokens = tokens_for(jobs_per_user)
     expected = sum(jobs_per_user.values()) / CREATE_RATE_FLOOR  # seconds to create them all
     due = time.time() + CREATE_LEAD + expected
 
-    def create(user: int, part: int) -> None:
+    def create(user_part: tuple[int, int]) -> None:
+        user, part = user_part
         for start in range(part * BULK, jobs_per_user[user], BULK * CREATE_THREADS_PER_USER):
             count = min(BULK, jobs_per_user[user] - start)
-            _post_jobs(api, tokens[user], [_job_body(due) | (job_fields or {})] * count)
+            post_jobs(api, tokens[user], [job_body(due) | (job_fields or {})] * count)
 
-    threads = [
-        threading.Thread(target=create, args=(user, part))
-        for user in jobs_per_user
-        for part in range(CREATE_THREADS_PER_USER)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if time.time() > due:
-        raise RuntimeError("creating the jobs took longer than the lead before their due time")
+    parts = [(user, part) for user in jobs_per_user for part in range(CREATE_THREADS_PER_USER)]
+    create_before(due, create, parts, threads=len(parts))
     return due
-
-
-def _job_body(due: float) -> dict:
-    at = datetime.fromtimestamp(due, UTC).isoformat().replace("+00:00", "Z")
-    return {"message": "fairness", "execute_at": at}
-
-
-def _post_jobs(api: str, token: str, body) -> None:
-    request = urllib.request.Request(
-        f"{api}/api/v1/me/jobs",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=60) as response:
-        if response.status != 201:
-            raise RuntimeError(f"create answered {response.status}")
 
 
 def _wait_until_all_finished(total: int, workers) -> None:

@@ -33,10 +33,18 @@ from __future__ import annotations
 import statistics
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from itertools import zip_longest
 
 from deploy.bench.api_create import served_api
+from deploy.bench.api_jobs import (
+    BULK,
+    CREATE_LEAD,
+    CREATE_RATE_FLOOR,
+    create_before,
+    job_body,
+    post_jobs,
+    tokens_for,
+)
 from deploy.bench.dispatch import (
     _clean_slate,
     _on_every_shard,
@@ -46,12 +54,7 @@ from deploy.bench.dispatch import (
     _workers,
 )
 from deploy.bench.fairness import (
-    BULK,
-    CREATE_LEAD,
-    CREATE_RATE_FLOOR,
-    _job_body,
     _ms,
-    _post_jobs,
     _started,
     _wait_until_all_finished,
 )
@@ -67,8 +70,6 @@ from deploy.bench.shares import (
 )
 from deploy.localstack.ports import free_port
 from deploy.webhook_receiver import LOOPBACK_WEBHOOKS
-from jobsvc.accounts.models import User
-from jobsvc.accounts.tokens import token_issue
 
 CLASS_WEIGHTS = (1.0, 2.0, 5.0, 10.0)
 USERS_PER_CLASS = 25
@@ -165,7 +166,7 @@ def _create_pooled(
 ) -> float:
     """Every user's jobs in bulk requests, CREATE_THREADS at a time, users taking turns;
     return when the jobs are due (after every request is done)."""
-    tokens = {user: token_issue(user=User.objects.get(pk=user)).token for user in jobs_per_user}
+    tokens = tokens_for(jobs_per_user)
     due = time.time() + CREATE_LEAD + sum(jobs_per_user.values()) / CREATE_RATE_FLOOR
     per_user = [
         [(user, min(BULK, count - start)) for start in range(0, count, BULK)]
@@ -175,13 +176,10 @@ def _create_pooled(
 
     def create(request: tuple[int, int]) -> None:
         user, count = request
-        body = {**_job_body(due), **(extra or {}).get(user, {})}
-        _post_jobs(api, tokens[user], [body] * count)
+        body = {**job_body(due), **(extra or {}).get(user, {})}
+        post_jobs(api, tokens[user], [body] * count)
 
-    with ThreadPoolExecutor(max_workers=CREATE_THREADS) as pool:
-        list(pool.map(create, requests))  # list(): raise the first failed request's error
-    if time.time() > due:
-        raise RuntimeError("creating the jobs took longer than the lead before their due time")
+    create_before(due, create, requests, threads=CREATE_THREADS)
     return due
 
 

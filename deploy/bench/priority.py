@@ -12,19 +12,15 @@ backlog still had 1,000 jobs to start. Target (issue 15): within 250 ms.
 from __future__ import annotations
 
 from deploy.bench.api_create import served_api
+from deploy.bench.api_jobs import BULK, job_body, post_jobs, tokens_for
 from deploy.bench.dispatch import _clean_slate, _scenario_env, _setup, _workers
 from deploy.bench.fairness import (
-    BULK,
     DRAIN_RATE_GUESS,
     _create_all,
-    _job_body,
-    _post_jobs,
     _started_with_due,
     _wait_until_all_finished,
     waits_behind,
 )
-from jobsvc.accounts.models import User
-from jobsvc.accounts.tokens import token_issue
 from jobsvc.jobs.priorities import PRIORITY_MAX
 
 URGENT_JOBS = 20
@@ -38,9 +34,9 @@ def run_priority_in_own_backlog(context) -> dict:
             due = _create_all(api, {user: backlog})
             spacing = backlog / DRAIN_RATE_GUESS * 0.8 / URGENT_JOBS
             urgent_due = [due + 0.3 + i * spacing for i in range(URGENT_JOBS)]
-            token = token_issue(user=User.objects.get(pk=user)).token
+            token = tokens_for([user])[user]
             for at in urgent_due:  # one job a request, created before it is due
-                _post_jobs(api, token, {**_job_body(at), "priority": PRIORITY_MAX})
+                post_jobs(api, token, {**job_body(at), "priority": PRIORITY_MAX})
             _wait_until_all_finished(backlog + URGENT_JOBS, workers)
         rows = _started_with_due([user])
     urgent_at = set(urgent_due)
