@@ -58,6 +58,7 @@ from executor_worker import metrics
 from executor_worker.claims import Attempt, ClaimStore, Outcome
 from executor_worker.consumer import JobConsumer, Received
 from executor_worker.fair_buffer import FairBuffer
+from executor_worker.not_due import NotDueYet
 from executor_worker.retry_gate import RetryGate
 from executor_worker.runner import AttemptRunner
 from jobsvc.handlers.errors import HandlerTimeout
@@ -69,6 +70,9 @@ from jobsvc.sharding.shards import UnknownShard, shard_alias
 logger = logging.getLogger(__name__)
 
 _POLL_TIMEOUT = 0.05  # seconds one poll waits for messages
+# A poll that waits for a held message's due time waits at least this long, so a loop
+# does not spin through the last fraction of a millisecond.
+_DUE_WAIT_MIN = 0.001
 # Seconds a poll waits while jobs wait for a busy handler thread: a thread that comes free
 # is given its next job about this soon (a finished handler cannot wake the poll).
 _THREAD_WAIT_TIMEOUT = 0.005
@@ -78,6 +82,10 @@ _SHORT_TURNS = 4
 # than claiming moves a burst of dispatches (up to the schedulers' in-flight caps) out of
 # the broker's FIFO queue and into the read-ahead, where the order is fair, within a second.
 _POLLS_PER_TURN = 4
+# While a held job is due within this many seconds, polls take an eighth of a batch; so
+# does the first claim of a turn that let held jobs in (see ExecutorWorker._poll_size).
+_SOON = 0.25
+_SMALL_STEPS = 8
 _OBSERVE_INTERVAL = 5.0  # seconds between refreshes of the lag and in-flight gauges
 _DEADLINES_SLACK = 1000  # finished attempts the deadline heap may hold beyond 2x running
 # Backoff of a shard whose claim or record failed, and of the dead-letter topic: seconds
@@ -148,6 +156,9 @@ class ExecutorWorker:
         # per shard, decides which of them starts next.
         self._waiting: FairBuffer[_Item] = FairBuffer()
         self._waiting_for_thread: FairBuffer[_Item] = FairBuffer()
+        # Messages read before their job is due (schedulers dispatch ahead), until it is.
+        self._not_due: NotDueYet[_Item] = NotDueYet()
+        self._released = False  # whether this turn let held jobs in (see _claim_and_start)
         # Per shard, in fair order: messages to claim (inline handlers first tried), and
         # messages whose inline claim is done that wait for a free handler thread.
         self._to_claim: dict[int, list[_Item]] = defaultdict(list)
@@ -212,6 +223,7 @@ class ExecutorWorker:
         self.consumer.pause_all(True)
         self._waiting.clear()
         self._waiting_for_thread.clear()
+        self._not_due.clear()
         self._to_claim.clear()
         self._for_pool.clear()
         while (self._running or self._held(self._to_record)) and time.monotonic() < deadline:
@@ -262,26 +274,66 @@ class ExecutorWorker:
         times what a claim takes, so the read-ahead fills while the broker has messages:
         the broker's FIFO queue moves into the executor, where the order is fair.
         """
-        for _ in range(_POLLS_PER_TURN):
+        to_read = _POLLS_PER_TURN * self.config.batch_size
+        while to_read > 0:
             room_to_read = self.config.read_ahead - self._read_ahead()
             self.consumer.pause_all(room_to_read <= 0)  # paused, a poll only waits
+            size = self._poll_size()
             batch = self.consumer.poll_batch(
-                max_messages=max(1, min(room_to_read, self.config.batch_size)),
-                timeout=self._poll_timeout(),
+                max_messages=max(1, min(room_to_read, size)), timeout=self._poll_timeout()
             )
             self._hold(batch)
-            if len(batch) < self.config.batch_size:
+            to_read -= len(batch)
+            if len(batch) < size:
                 break  # the broker has no more for now, or the read-ahead is full
+            if self._held_job_due():
+                break  # it goes first: reading more would keep it waiting
+        self._release_due()
         room = self._claim_room()
+        taken: dict[int, list[_Item]] = defaultdict(list)
         for buffer, count in (
             (self._waiting_for_thread, min(room, self._thread_room())),
             (self._waiting, room),
         ):
-            taken = buffer.take(max(0, count))
-            room -= len(taken)
-            for message, received in taken:
-                self._to_claim[message.shard_id].append((message, received))
+            items = buffer.take(max(0, count))
+            room -= len(items)
+            for message, received in items:
+                taken[message.shard_id].append((message, received))
+        self._claim_first(taken)
         metrics.READ_AHEAD.set(self._read_ahead())
+
+    def _claim_first(self, taken: dict[int, list[_Item]]) -> None:
+        """Queue the jobs just taken for their claims ahead of those left from earlier
+        turns, shard by shard in the order of their first job taken. A turn cut short
+        (``_claim_and_start``) leaves claims waiting, and the job the fair order just put
+        next, a light user's, must not wait for them."""
+        left = dict(self._to_claim)
+        self._to_claim.clear()
+        for shard_id, items in taken.items():
+            self._to_claim[shard_id] = items + left.pop(shard_id, [])
+        self._to_claim.update(left)
+
+    def _poll_size(self) -> int:
+        """Messages a poll may take: a batch, or an eighth of one while a held job is due
+        within ``_SOON``. The loop looks for due jobs between polls, and a poll of a whole
+        batch (2,000 messages decoded) takes up to a few hundred milliseconds on a busy
+        machine."""
+        next_due = self._not_due.next_due()
+        if next_due is not None and next_due - time.time() < _SOON:
+            return max(1, self.config.batch_size // _SMALL_STEPS)
+        return self.config.batch_size
+
+    def _held_job_due(self) -> bool:
+        next_due = self._not_due.next_due()
+        return next_due is not None and next_due <= time.time()
+
+    def _release_due(self) -> int:
+        """Let the held messages that are due now into the fair buffers; how many."""
+        due = self._not_due.release(time.time())
+        for message, received in due:
+            self._wait(message, received)
+        self._released = bool(due)
+        return len(due)
 
     def _claim_room(self) -> int:
         """Jobs this turn may pass on to be claimed (0 or less: none)."""
@@ -304,9 +356,11 @@ class ExecutorWorker:
             len(self._waiting) or (len(self._waiting_for_thread) and self._thread_room() > 0)
         ):
             return 0.0
-        if len(self._waiting_for_thread):
-            return _THREAD_WAIT_TIMEOUT
-        return _POLL_TIMEOUT
+        timeout = _THREAD_WAIT_TIMEOUT if len(self._waiting_for_thread) else _POLL_TIMEOUT
+        next_due = self._not_due.next_due()
+        if next_due is not None:  # wake up when the next held job is due
+            timeout = min(timeout, max(_DUE_WAIT_MIN, next_due - time.time()))
+        return timeout
 
     def _thread_room(self) -> int:
         """Jobs needing a thread that may be passed on to be claimed: the idle threads
@@ -314,7 +368,7 @@ class ExecutorWorker:
         return self._pool_room() - self._held(self._for_pool)
 
     def _read_ahead(self) -> int:
-        return len(self._waiting) + len(self._waiting_for_thread)
+        return len(self._waiting) + len(self._waiting_for_thread) + len(self._not_due)
 
     def _held_attempts(self) -> int:
         """Attempts held: waiting for their claim, running, or waiting to be recorded."""
@@ -339,28 +393,48 @@ class ExecutorWorker:
                 )
                 self.consumer.handled(received)
                 continue
-            buffer = (
-                self._waiting
-                if message.handler in self._inline_handlers
-                else self._waiting_for_thread
-            )
-            buffer.put(
-                message.user_id, message.weight, (message, received), priority=message.priority
-            )
+            due = message.due_at.timestamp()
+            if due > time.time():
+                self._not_due.put(due, (message, received))
+            else:
+                self._wait(message, received)
+
+    def _wait(self, message: JobMessage, received: Received) -> None:
+        """Hold a due job's message in its fair buffer until it is taken to be claimed."""
+        buffer = (
+            self._waiting if message.handler in self._inline_handlers else self._waiting_for_thread
+        )
+        buffer.put(message.user_id, message.weight, (message, received), priority=message.priority)
 
     def _claim_and_start(self, pool: ThreadPoolExecutor) -> None:
-        """Claim what waits, shard by shard; a shard that fails keeps its messages."""
+        """Claim what waits, shard by shard; a shard that fails keeps its messages.
+
+        A held job that came due meanwhile ends the turn after the shard at hand: the
+        shards left keep their claims for the next turn, which takes the new job in fair
+        order and claims its shard first (``_claim_first``). A turn of a whole claim batch
+        takes about 0.2 s at full speed: the job would wait for it all.
+        """
+        claims = 0
         for waiting, inline in ((self._for_pool, False), (self._to_claim, True)):
             for shard_id in list(waiting):
+                if claims and self._held_job_due():
+                    return
                 if not inline and self._pool_room() == 0:
                     break  # these wait for a thread; the inline ones below need none
                 if not self._shards.is_open(shard_id):
                     continue
                 items = waiting.pop(shard_id)
+                if self._released and not claims:
+                    # The jobs just let in are first in line: claim them without a few
+                    # hundred others (those wait for the next turn).
+                    step = max(1, self.config.claim_batch // _SMALL_STEPS)
+                    if len(items) > step:
+                        items, waiting[shard_id] = items[:step], items[step:]
+                claims += 1
                 try:
                     ran, claimed, rest = self._claim(shard_id, items, inline=inline)
                 except DatabaseError as exc:
-                    waiting[shard_id] = items
+                    waiting[shard_id] = items + waiting.get(shard_id, [])
                     self._shard_failed(shard_id, "claim", exc)
                     continue
                 self._shards.succeeded(shard_id)

@@ -202,14 +202,22 @@ SCHEDULER_BATCH_SIZE = env_int("JOBSVC_SCHEDULER_BATCH_SIZE", 1000, minimum=1)
 SCHEDULER_MAX_IN_FLIGHT_PER_SHARD = env_int(
     "JOBSVC_SCHEDULER_MAX_IN_FLIGHT_PER_SHARD", 10000, minimum=0
 )
-# A queued job no executor claimed within this many seconds is dispatched again.
 # Seconds a published job should wait for an executor at most: each shard's in-flight
 # limit shrinks below the cap above while its oldest queued job is older. 0 (the default):
 # the fixed cap only; the adaptive limit is off until measured on a quiet machine.
 SCHEDULER_TARGET_QUEUE_WAIT = env_float(
     "JOBSVC_SCHEDULER_TARGET_QUEUE_WAIT_SECONDS", 0.0, minimum=0.0
 )
+# A queued job no executor claimed within this many seconds of its due time is
+# dispatched again.
 SCHEDULER_QUEUED_TIMEOUT = env_float("JOBSVC_SCHEDULER_QUEUED_TIMEOUT_SECONDS", 60.0, minimum=1.0)
+# Seconds before its due time a job may be dispatched. The executor holds it until it is
+# due, so the scheduler's round, the broker and the executor's read happen while the job
+# waits anyway: under a flood they queue for CPU, and a job due during another user's
+# flood waited for them after it was due (deploy/bench light_user_wait). A job queued
+# this way can no longer be rescheduled (409), as a dispatched one; it can be cancelled.
+# 0: dispatch jobs only once they are due.
+SCHEDULER_DISPATCH_AHEAD = env_float("JOBSVC_SCHEDULER_DISPATCH_AHEAD_SECONDS", 1.0, minimum=0.0)
 SCHEDULER_SWEEP_INTERVAL = env_float("JOBSVC_SCHEDULER_SWEEP_INTERVAL_SECONDS", 5.0, minimum=0.1)
 SCHEDULER_WEIGHT_REFRESH = env_float("JOBSVC_SCHEDULER_WEIGHT_REFRESH_SECONDS", 2.0, minimum=0.1)
 SCHEDULER_PUBLISH_TIMEOUT = env_float("JOBSVC_SCHEDULER_PUBLISH_TIMEOUT_SECONDS", 10.0, minimum=1.0)

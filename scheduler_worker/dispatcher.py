@@ -15,8 +15,14 @@ One round (``dispatch_round``):
    broker failed are made due again at the start of the next round. At most
    ``_UNACKNOWLEDGED_ROUNDS`` rounds' worth of messages wait for acknowledgement at once.
 
-A job is therefore always either due in the database, or queued with a lease while its
-message is published. If the worker dies between claim and acknowledgement, the sweeper
+"Due" means due within ``dispatch_ahead`` seconds: a job is sent that long before its due
+time at most, and the executor that reads it holds it until it is due
+(executor_worker.not_due). The trip through this round, the broker and the executor's
+read is then made while the job waits anyway: under a flood each of those stages queues
+for CPU, and together they took hundreds of milliseconds after the job was due.
+
+A job is therefore always either scheduled in the database, or queued with a lease while
+its message is published. If the worker dies between claim and acknowledgement, the sweeper
 makes the job due again when the lease expires; a duplicate message that may result is
 dropped by the executor's claim. A stopping dispatcher waits for its acknowledgements (at
 most the publish timeout) and releases what failed before it lets the shard go.
@@ -101,6 +107,9 @@ class DispatchConfig:
     # Seconds a published job should wait for an executor at most; the in-flight limit
     # follows it below max_in_flight (scheduler_worker.in_flight). 0: the fixed cap only.
     target_queue_wait: float = 0.0
+    # Seconds before its due time a job may be dispatched; the executor holds it until it
+    # is due (executor_worker.not_due). 0: only jobs already due.
+    dispatch_ahead: float = 0.0
 
 
 class ShardDispatcher:
@@ -327,7 +336,7 @@ class ShardDispatcher:
         capacity = self._capacity()
         if capacity <= 0:
             return 0
-        users = self.store.due_users()
+        users = self.store.due_users(ahead=self.config.dispatch_ahead)
         weights = self.weights.weights_for(users) if users else {}
         self._backlogged.observe(weights)
         if not users:
@@ -435,7 +444,10 @@ class ShardDispatcher:
     def _claim(self, quotas: dict[int, int]) -> tuple[list[ClaimedJob], list[int]]:
         """Claim up to each user's quota; also return the users who got their whole quota."""
         batch = self.store.claim(
-            epoch=self.epoch, quotas=quotas, queued_timeout=self.config.queued_timeout
+            epoch=self.epoch,
+            quotas=quotas,
+            queued_timeout=self.config.queued_timeout,
+            ahead=self.config.dispatch_ahead,
         )
         got = Counter(job.user_id for job in batch)
         return batch, [user for user, quota in quotas.items() if quota and got[user] >= quota]

@@ -40,19 +40,20 @@ COUNT_IN_FLIGHT_BY_USER = """
     SELECT user_id, count(*) FROM jobs WHERE status IN ('queued', 'running') GROUP BY user_id
 """
 
-# Seconds the oldest queued job (published, not started yet) has waited. A queued job's
-# lease is its dispatch time plus the queued timeout, so the in-flight index, in lease
-# order, finds it among the first entries it reads.
+# Seconds the oldest queued job (published, not started yet) has waited since it was
+# both dispatched and due. A queued job's lease is that moment plus the queued timeout,
+# so the in-flight index, in lease order, finds it among the first entries it reads.
 OLDEST_QUEUED_AGE = """
-    SELECT extract(epoch FROM now() - dispatched_at)::float8 FROM jobs
+    SELECT greatest(0, extract(epoch FROM now() - greatest(dispatched_at, due_at)))::float8
+      FROM jobs
      WHERE status = 'queued' ORDER BY lease_expires_at LIMIT 1
 """
 
-# Users with due jobs, found with a loose index scan of jobs_due_by_user_idx
-# (user_id, priority, due_at, id): one index probe per (user, priority) that has
-# scheduled jobs, however many jobs each has. Each probe finds the earliest due job of
-# the next (user, priority) pair; a user is due if any of their pairs is. Most users use
-# one priority, so this is about one probe per user.
+# Users with jobs due within ``ahead`` seconds (DispatchConfig.dispatch_ahead), found with
+# a loose index scan of jobs_due_by_user_idx (user_id, priority, due_at, id): one index
+# probe per (user, priority) that has scheduled jobs, however many jobs each has. Each
+# probe finds the earliest due job of the next (user, priority) pair; a user is due if
+# any of their pairs is. Most users use one priority, so this is about one probe per user.
 DUE_USERS = """
     WITH RECURSIVE heads AS (
         (SELECT user_id, priority, due_at FROM jobs
@@ -66,11 +67,15 @@ DUE_USERS = """
                    AND (user_id, priority) > (heads.user_id, heads.priority)
                  ORDER BY user_id, priority, due_at, id LIMIT 1) AS next
     )
-    SELECT user_id FROM heads WHERE due_at <= now() GROUP BY user_id ORDER BY user_id
+    SELECT user_id FROM heads
+     WHERE due_at <= now() + make_interval(secs => %(ahead)s)
+     GROUP BY user_id ORDER BY user_id
 """
 
-# Take up to quota.n of each user's due jobs, highest priority first and oldest first
-# within a priority, and mark them queued. Each priority is read as its own range of the
+# Take up to quota.n of each user's due jobs (due within ``ahead`` seconds), highest
+# priority first and oldest first within a priority, and mark them queued. A job sent
+# ahead of its due time waits for it in the executor, so its lease (the queued timeout)
+# runs from its due time. Each priority is read as its own range of the
 # due index (highest first, at most quota.n rows each), so a user's urgent job is taken
 # ahead of their own backlog without reading the backlog.
 # The picked rows are updated through their ctids (a TID scan, which the planner takes
@@ -85,7 +90,8 @@ CLAIM_FOR_DISPATCH = f"""
     UPDATE jobs
        SET status = 'queued', dispatched_at = now(), updated_at = now(),
            dispatch_epoch = %(epoch)s,
-           lease_expires_at = now() + make_interval(secs => %(queued_timeout)s)
+           lease_expires_at = GREATEST(jobs.due_at, now())
+                              + make_interval(secs => %(queued_timeout)s)
      WHERE jobs.ctid = ANY(ARRAY(
                SELECT picked.ctid
                  FROM unnest(%(user_ids)s::bigint[], %(quotas)s::int[]) AS quota(user_id, n),
@@ -93,7 +99,8 @@ CLAIM_FOR_DISPATCH = f"""
                          FROM generate_series({PRIORITY_MAX}, {PRIORITY_MIN}, -1) AS p(priority),
                       LATERAL (SELECT ctid, due_at, id FROM jobs
                                 WHERE status = 'scheduled' AND user_id = quota.user_id
-                                  AND priority = p.priority AND due_at <= now()
+                                  AND priority = p.priority
+                                  AND due_at <= now() + make_interval(secs => %(ahead)s)
                                 ORDER BY due_at, id LIMIT quota.n) AS by_priority
                         ORDER BY p.priority DESC, by_priority.due_at, by_priority.id
                         LIMIT quota.n) AS picked))

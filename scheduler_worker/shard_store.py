@@ -90,15 +90,17 @@ class ShardStore:
             cursor.execute(queries.COUNT_DUE)
             return cursor.fetchone()[0]
 
-    def due_users(self) -> list[int]:
+    def due_users(self, *, ahead: float = 0.0) -> list[int]:
+        """Users with scheduled jobs due within ``ahead`` seconds."""
         with self._cursor() as cursor:
-            cursor.execute(queries.DUE_USERS)
+            cursor.execute(queries.DUE_USERS, {"ahead": ahead})
             return [row[0] for row in cursor.fetchall()]
 
     def claim(
-        self, *, epoch: int, quotas: dict[int, int], queued_timeout: float
+        self, *, epoch: int, quotas: dict[int, int], queued_timeout: float, ahead: float = 0.0
     ) -> list[ClaimedJob]:
-        """Mark up to ``quotas[user]`` due jobs of each user queued, under our epoch."""
+        """Mark up to ``quotas[user]`` jobs of each user due within ``ahead`` seconds
+        queued, under our epoch."""
         users = [user for user, quota in quotas.items() if quota > 0]
         if not users:
             return []
@@ -107,6 +109,7 @@ class ShardStore:
             "user_ids": users,
             "quotas": [quotas[user] for user in users],
             "queued_timeout": queued_timeout,
+            "ahead": ahead,
         }
         with self._fenced(epoch) as cursor:
             cursor.execute(queries.CLAIM_FOR_DISPATCH, params)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.conf import settings
 
 from tests.e2e.jobs import all_jobs, create, due_in, spec, status_counts
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+
+DISPATCH_AHEAD = settings.SCHEDULER_DISPATCH_AHEAD
 
 
 def test_due_jobs_run_once_and_succeed(make_user, start_worker):
@@ -22,8 +27,8 @@ def test_due_jobs_run_once_and_succeed(make_user, start_worker):
 
     jobs = all_jobs()
     assert {job.attempts for job in jobs} == {1}
-    assert all(job.dispatched_at >= job.execute_at for job in jobs)
-    assert all(job.finished_at >= job.started_at >= job.dispatched_at for job in jobs)
+    assert all(job.finished_at >= job.started_at >= job.execute_at for job in jobs)
+    assert all(job.started_at >= job.dispatched_at for job in jobs)
 
 
 def test_a_job_due_later_waits_for_its_time(make_user, start_worker):
@@ -43,9 +48,37 @@ def test_a_job_due_later_waits_for_its_time(make_user, start_worker):
     wait_until(
         lambda: all_jobs(pk=later)[0].status == "succeeded", timeout=10, what="later job ran"
     )
-    # What a user relies on: the job was neither published nor started before its time,
-    # however quickly the job due now went through (a wall-clock check in between would
-    # race a busy machine).
+    # What a user relies on: the job did not start before its time, however quickly the
+    # job due now went through (a wall-clock check in between would race a busy machine);
+    # it was published no earlier than the dispatch-ahead time before it.
     job = all_jobs(pk=later)[0]
-    assert job.dispatched_at >= job.execute_at
     assert job.started_at >= job.execute_at
+    assert job.dispatched_at >= job.execute_at - timedelta(seconds=DISPATCH_AHEAD)
+
+
+def test_jobs_sent_ahead_of_their_time_wait_for_it_in_the_executor(make_user, start_worker):
+    """Schedulers publish a job up to the dispatch-ahead time before it is due, so that
+    the trip to the executor is made while it waits anyway; the executor holds it until
+    it is due. Jobs due at moments 10 ms apart, so that every one is held a different time."""
+    user = make_user()
+    start_worker("scheduler", "scheduler-a", env={"JOBSVC_SCHEDULER_DISPATCH_AHEAD_SECONDS": "2"})
+    start_worker("executor", "executor-a")
+    [warm] = create(user.pk, [spec(due=due_in(0))])
+    wait_until(
+        lambda: all_jobs(pk=warm)[0].status == "succeeded", timeout=30, what="the workers run"
+    )
+
+    ids = create(user.pk, [spec(due=due_in(1.5 + i * 0.01)) for i in range(100)])
+    wait_until(
+        lambda: status_counts()["succeeded"] == len(ids) + 1, timeout=30, what="every job ran"
+    )
+
+    jobs = [job for job in all_jobs() if job.id in set(ids)]
+    assert all(job.started_at >= job.execute_at for job in jobs), "none started early"
+    sent_ahead = [job for job in jobs if job.dispatched_at < job.execute_at]
+    # Each was created 1.5 s or more before its time and the workers were idle: a
+    # scheduler round (every 50 ms) sends it about 2 s before, so not one waits for it.
+    assert len(sent_ahead) == len(jobs), f"{len(jobs) - len(sent_ahead)} were sent late"
+    assert all(job.dispatched_at >= job.execute_at - timedelta(seconds=2) for job in jobs), (
+        "none was sent more than the dispatch-ahead time before it was due"
+    )

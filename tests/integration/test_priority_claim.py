@@ -108,7 +108,7 @@ def test_finding_due_users_reads_one_row_per_user_and_priority(shard):
         _jobs(22, 3, priority=priority)
     with connections[ALIAS].cursor() as cursor:
         cursor.execute("ANALYZE jobs")
-        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {queries.DUE_USERS}")
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {queries.DUE_USERS}", {"ahead": 0.0})
         [[plan]] = cursor.fetchall()
 
     rows_read = _rows_read_from_jobs(json.loads(plan) if isinstance(plan, str) else plan)
@@ -125,7 +125,13 @@ def test_a_claim_reads_at_most_its_quota_per_priority(shard):
         cursor.execute("ANALYZE jobs")
         cursor.execute(
             f"EXPLAIN (ANALYZE, FORMAT JSON) {queries.CLAIM_FOR_DISPATCH}",
-            {"epoch": epoch, "user_ids": [21], "quotas": [100], "queued_timeout": 60.0},
+            {
+                "epoch": epoch,
+                "user_ids": [21],
+                "quotas": [100],
+                "queued_timeout": 60.0,
+                "ahead": 0.0,
+            },
         )
         [[plan]] = cursor.fetchall()
 

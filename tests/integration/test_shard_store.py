@@ -203,6 +203,31 @@ def test_claim_never_takes_a_job_before_it_is_due(shard):
     assert {_job(job_id).status for job_id in future} == {"scheduled"}
 
 
+def test_claim_ahead_takes_jobs_due_within_that_time_and_their_lease_runs_from_due(shard):
+    epoch = shard.acquire_lease(owner="worker-a")
+    overdue = _jobs(1, -1)
+    soon = _jobs(1, 2, 4)  # due within five minutes
+    later = _jobs(1, 6, 60)
+
+    claimed = shard.claim(epoch=epoch, quotas={1: 100}, queued_timeout=QUEUED_TIMEOUT, ahead=5 * 60)
+
+    assert {job.job_id for job in claimed} == {*overdue, *soon}
+    assert {_job(job_id).status for job_id in later} == {"scheduled"}
+    for job_id in soon:  # not swept back while it waits for its time in an executor
+        stored = _job(job_id)
+        assert stored.lease_expires_at == pytest.approx(
+            stored.due_at + timedelta(seconds=QUEUED_TIMEOUT), abs=timedelta(seconds=1)
+        )
+
+
+def test_due_users_ahead_include_users_whose_first_job_is_due_within_that_time(shard):
+    _jobs(11, -1)
+    _jobs(12, 2, 30)
+    _jobs(13, 6)
+
+    assert shard.due_users(ahead=5 * 60) == [11, 12]
+
+
 def test_claim_skips_jobs_that_are_no_longer_scheduled(shard):
     epoch = shard.acquire_lease(owner="worker-a")
     _jobs(1, -5, status="queued", lease=VALID)
@@ -238,7 +263,7 @@ def test_due_users_is_one_index_probe_per_user_however_many_jobs_are_due(shard):
         _jobs(user_id, -1, 1)
     with connections[ALIAS].cursor() as cursor:
         cursor.execute("ANALYZE jobs")
-        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {queries.DUE_USERS}")
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {queries.DUE_USERS}", {"ahead": 0.0})
         [[plan]] = cursor.fetchall()
     scans = _scans_of_jobs(json.loads(plan) if isinstance(plan, str) else plan)
 
@@ -268,7 +293,13 @@ def test_claim_reads_only_the_jobs_it_takes_however_many_are_due(shard, statisti
     scans = _scans_of_jobs(
         _explain_analyze_rolled_back(
             queries.CLAIM_FOR_DISPATCH,
-            {"epoch": epoch, "user_ids": [21], "quotas": [quota], "queued_timeout": 60.0},
+            {
+                "epoch": epoch,
+                "user_ids": [21],
+                "quotas": [quota],
+                "queued_timeout": 60.0,
+                "ahead": 0.0,
+            },
         )
     )
 
@@ -574,6 +605,7 @@ def test_an_owner_frozen_inside_a_write_does_not_keep_the_next_owner_out(shard):
                         "user_ids": [7],
                         "quotas": [1],
                         "queued_timeout": 60.0,
+                        "ahead": 0.0,
                     },
                 )
                 inside.set()

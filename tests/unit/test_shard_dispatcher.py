@@ -36,10 +36,12 @@ class InMemoryShard:
     def add(self, user: int, jobs: int) -> None:
         self.due[user] += jobs
 
-    def due_users(self) -> list[int]:
+    def due_users(self, *, ahead: float = 0.0) -> list[int]:
         return sorted(user for user, jobs in self.due.items() if jobs > 0)
 
-    def claim(self, *, epoch: int, quotas: dict[int, int], queued_timeout: float):
+    def claim(
+        self, *, epoch: int, quotas: dict[int, int], queued_timeout: float, ahead: float = 0.0
+    ):
         now = timezone.now()
         batch = []
         for user, quota in quotas.items():

@@ -50,6 +50,7 @@ class Command(BaseCommand):
                 target_queue_wait=settings.SCHEDULER_TARGET_QUEUE_WAIT,
                 poll_interval=settings.SCHEDULER_POLL_INTERVAL,
                 queued_timeout=settings.SCHEDULER_QUEUED_TIMEOUT,
+                dispatch_ahead=settings.SCHEDULER_DISPATCH_AHEAD,
                 sweep_interval=settings.SCHEDULER_SWEEP_INTERVAL,
                 publish_timeout=settings.SCHEDULER_PUBLISH_TIMEOUT,
             ),
