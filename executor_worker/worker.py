@@ -7,7 +7,9 @@ One loop thread and a pool of handler threads. Each turn of the loop:
    partition, while ``max_uncommitted`` messages wait behind one not yet handled, so
    memory stays bounded whatever the broker and the databases do;
 2. decode them; a malformed message is logged and acknowledged, never retried forever;
-   the others wait in the fair buffer (executor_worker.fair_buffer), by user;
+   one whose job is not due yet (schedulers dispatch ahead) is held until it is
+   (executor_worker.not_due); the others wait in the fair buffer
+   (executor_worker.fair_buffer), by user;
 3. take up to ``claim_batch`` of them in weighted fair order across users, as many as
    ``max_in_flight`` (attempts claimed, running or being recorded) leaves room for, and
    claim the attempts, one transaction per shard; a message whose attempt cannot be

@@ -160,7 +160,9 @@ class JobRescheduleApi(APIView):
         request={"application/json": RESCHEDULE_REQUEST_SCHEMA},
         responses={200: enveloped("JobRescheduled", JobOutput()), **_ERRORS},
         description="Move a job that has not been dispatched (scheduled, no attempt yet) to a "
-        "new time, and/or change its message. 409 once it is queued, running or finished. "
+        "new time, and/or change its message. 409 once it is queued (jobs are queued up to "
+        "JOBSVC_SCHEDULER_DISPATCH_AHEAD_SECONDS, 1 s by default, before their time), running "
+        "or finished. "
         "Give at least one field, and at most one of execute_at and delay_seconds; "
         "execute_at must be within JOBSVC_MAX_SCHEDULE_HORIZON_DAYS of now (400 otherwise).",
     )
