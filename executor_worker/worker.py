@@ -88,6 +88,10 @@ _POLLS_PER_TURN = 4
 # does the first claim of a turn that let held jobs in (see ExecutorWorker._poll_size).
 _SOON = 0.25
 _SMALL_STEPS = 8
+# A turn is cut short for a held job that came due only after this many seconds, so that
+# a steady stream of jobs coming due (each turn lets some in) does not cut every turn to
+# one small claim while a backlog waits to be claimed.
+_MIN_CUT_TURN = 0.05
 _OBSERVE_INTERVAL = 5.0  # seconds between refreshes of the lag and in-flight gauges
 _DEADLINES_SLACK = 1000  # finished attempts the deadline heap may hold beyond 2x running
 # Backoff of a shard whose claim or record failed, and of the dead-letter topic: seconds
@@ -411,15 +415,17 @@ class ExecutorWorker:
     def _claim_and_start(self, pool: ThreadPoolExecutor) -> None:
         """Claim what waits, shard by shard; a shard that fails keeps its messages.
 
-        A held job that came due meanwhile ends the turn after the shard at hand: the
-        shards left keep their claims for the next turn, which takes the new job in fair
-        order and claims its shard first (``_claim_first``). A turn of a whole claim batch
-        takes about 0.2 s at full speed: the job would wait for it all.
+        A held job that came due meanwhile ends the turn after the shard at hand (once the
+        turn has claimed for ``_MIN_CUT_TURN``): the shards left keep their claims for the
+        next turn, which takes the new job in fair order and claims its shard first
+        (``_claim_first``). A turn of a whole claim batch takes about 0.2 s at full speed:
+        the job would wait for it all.
         """
         claims = 0
+        started = time.monotonic()
         for waiting, inline in ((self._for_pool, False), (self._to_claim, True)):
             for shard_id in list(waiting):
-                if claims and self._held_job_due():
+                if claims and time.monotonic() - started >= _MIN_CUT_TURN and self._held_job_due():
                     return
                 if not inline and self._pool_room() == 0:
                     break  # these wait for a thread; the inline ones below need none
