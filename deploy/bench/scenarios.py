@@ -77,6 +77,12 @@ def priority_in_own_backlog(context: BenchContext) -> dict:
     return run_priority_in_own_backlog(context)
 
 
+def steady_beside_flood(context: BenchContext) -> dict:
+    from deploy.bench.steady_beside_flood import run_steady_beside_flood
+
+    return run_steady_beside_flood(context)
+
+
 def fairness_many_users(context: BenchContext) -> dict:
     from deploy.bench.fairness_many import run_fairness_many_users
 
@@ -118,6 +124,7 @@ SCENARIOS: dict[str, Callable[[BenchContext], dict]] = {
     "light_user_wait": light_user_wait,
     "light_user_wait_webhooks": light_user_wait_webhooks,
     "priority_in_own_backlog": priority_in_own_backlog,
+    "steady_beside_flood": steady_beside_flood,
     "fairness_many_users": fairness_many_users,
     "fairness_thousand_users": fairness_thousand_users,
     "fairness_with_retries": fairness_with_retries,
