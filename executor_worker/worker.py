@@ -84,8 +84,9 @@ _SHORT_TURNS = 4
 # than claiming moves a burst of dispatches (up to the schedulers' in-flight caps) out of
 # the broker's FIFO queue and into the read-ahead, where the order is fair, within a second.
 _POLLS_PER_TURN = 4
-# While a held job is due within this many seconds, polls take an eighth of a batch; so
-# does the first claim of a turn that let held jobs in (see ExecutorWorker._poll_size).
+# While a held job is due within this many seconds, polls take an eighth of a batch (see
+# ExecutorWorker._poll_size); the first eighth of a turn's claim batch, in fair order, is
+# claimed apart, ahead of the rest (see ExecutorWorker._claim_first).
 _SOON = 0.25
 _SMALL_STEPS = 8
 # A turn is cut short for a held job that came due only after this many seconds, so that
@@ -164,9 +165,10 @@ class ExecutorWorker:
         self._waiting_for_thread: FairBuffer[_Item] = FairBuffer()
         # Messages read before their job is due (schedulers dispatch ahead), until it is.
         self._not_due: NotDueYet[_Item] = NotDueYet()
-        self._released = False  # whether this turn let held jobs in (see _claim_and_start)
-        # Per shard, in fair order: messages to claim (inline handlers first tried), and
-        # messages whose inline claim is done that wait for a free handler thread.
+        # Per shard, in fair order: messages to claim (inline handlers first tried), the
+        # first few of a turn's apart (see _claim_first), and messages whose inline claim
+        # is done that wait for a free handler thread.
+        self._head: dict[int, list[_Item]] = defaultdict(list)
         self._to_claim: dict[int, list[_Item]] = defaultdict(list)
         self._for_pool: dict[int, list[_Item]] = defaultdict(list)
         self._to_record: dict[int, list[_Result]] = defaultdict(list)
@@ -230,6 +232,7 @@ class ExecutorWorker:
         self._waiting.clear()
         self._waiting_for_thread.clear()
         self._not_due.clear()
+        self._head.clear()
         self._to_claim.clear()
         self._for_pool.clear()
         while (self._running or self._held(self._to_record)) and time.monotonic() < deadline:
@@ -279,45 +282,61 @@ class ExecutorWorker:
         fair. A turn reads up to ``_POLLS_PER_TURN`` polls of ``batch_size``, several
         times what a claim takes, so the read-ahead fills while the broker has messages:
         the broker's FIFO queue moves into the executor, where the order is fair.
+
+        A held job that came due ends the reading, but only after a whole batch: reading
+        must keep up with what the schedulers publish, or the messages queue in the
+        client, in FIFO order, where a job sent a second ahead of its time is still
+        unread when it is due (a steady stream of jobs coming due would end every turn's
+        reading after its first small poll). And only an empty poll means the client has
+        nothing more: a poll returns what the client's queue hands over at once, often
+        less than asked while tens of thousands wait (librdkafka's ``fetchq_cnt`` stayed at
+        20,000-58,000 messages through a 100,000-job flood while turns stopped at the
+        first short poll; deploy/bench steady_beside_flood).
         """
         to_read = _POLLS_PER_TURN * self.config.batch_size
+        read = 0
         while to_read > 0:
             room_to_read = self.config.read_ahead - self._read_ahead()
             self.consumer.pause_all(room_to_read <= 0)  # paused, a poll only waits
             size = self._poll_size()
             batch = self.consumer.poll_batch(
-                max_messages=max(1, min(room_to_read, size)), timeout=self._poll_timeout()
+                max_messages=max(1, min(room_to_read, size)),
+                timeout=0.0 if read else self._poll_timeout(),  # wait only for the first
             )
             self._hold(batch)
             to_read -= len(batch)
-            if len(batch) < size:
-                break  # the broker has no more for now, or the read-ahead is full
-            if self._held_job_due():
-                break  # it goes first: reading more would keep it waiting
+            read += len(batch)
+            if not batch:
+                break  # the client has no more for now, or the read-ahead is full
+            if read >= self.config.batch_size and self._held_job_due():
+                break  # it goes first: reading more would keep it waiting (but see above)
         self._release_due()
         room = self._claim_room()
-        taken: dict[int, list[_Item]] = defaultdict(list)
+        taken: list[_Item] = []
         for buffer, count in (
             (self._waiting_for_thread, min(room, self._thread_room())),
             (self._waiting, room),
         ):
             items = buffer.take(max(0, count))
             room -= len(items)
-            for message, received in items:
-                taken[message.shard_id].append((message, received))
+            taken += items
         self._claim_first(taken)
         metrics.READ_AHEAD.set(self._read_ahead())
 
-    def _claim_first(self, taken: dict[int, list[_Item]]) -> None:
-        """Queue the jobs just taken for their claims ahead of those left from earlier
-        turns, shard by shard in the order of their first job taken. A turn cut short
-        (``_claim_and_start``) leaves claims waiting, and the job the fair order just put
-        next, a light user's, must not wait for them."""
-        left = dict(self._to_claim)
-        self._to_claim.clear()
-        for shard_id, items in taken.items():
-            self._to_claim[shard_id] = items + left.pop(shard_id, [])
-        self._to_claim.update(left)
+    def _claim_first(self, taken: list[_Item]) -> None:
+        """Queue the jobs just taken (in fair order) for their claims: the first
+        ``claim_batch / _SMALL_STEPS`` of them in claims of their own, one per shard, ahead
+        of everything (``_head``); the rest behind the jobs left from earlier turns, which
+        came earlier in the fair order. A job the fair order put first, a light user's,
+        then waits for a few small claims, not for claims of hundreds of jobs on other
+        shards, nor for those a turn cut short left (``_claim_and_start``); and the jobs
+        left wait at most until the shards ahead of them are claimed, not behind every
+        later turn's."""
+        step = max(1, self.config.claim_batch // _SMALL_STEPS)
+        for message, received in taken[:step]:
+            self._head[message.shard_id].append((message, received))
+        for message, received in taken[step:]:
+            self._to_claim[message.shard_id].append((message, received))
 
     def _poll_size(self) -> int:
         """Messages a poll may take: a batch, or an eighth of one while a held job is due
@@ -338,7 +357,6 @@ class ExecutorWorker:
         due = self._not_due.release(time.time())
         for message, received in due:
             self._wait(message, received)
-        self._released = bool(due)
         return len(due)
 
     def _claim_room(self) -> int:
@@ -380,6 +398,7 @@ class ExecutorWorker:
         """Attempts held: waiting for their claim, running, or waiting to be recorded."""
         return (
             len(self._running)
+            + self._held(self._head)
             + self._held(self._to_claim)
             + self._held(self._for_pool)
             + self._held(self._to_record)
@@ -415,30 +434,34 @@ class ExecutorWorker:
     def _claim_and_start(self, pool: ThreadPoolExecutor) -> None:
         """Claim what waits, shard by shard; a shard that fails keeps its messages.
 
-        A held job that came due meanwhile ends the turn after the shard at hand (once the
-        turn has claimed for ``_MIN_CUT_TURN``): the shards left keep their claims for the
-        next turn, which takes the new job in fair order and claims its shard first
-        (``_claim_first``). A turn of a whole claim batch takes about 0.2 s at full speed:
-        the job would wait for it all.
+        The first few jobs of the turn's fair order go first, in small claims of their own
+        (``_claim_first``). A held job that came due meanwhile ends the turn after the
+        shard at hand (once the turn has made one claim beyond those and claimed for
+        ``_MIN_CUT_TURN``): the shards left keep their claims for the next turn, which
+        takes the new job in fair order and claims it among its first. A turn of a whole
+        claim batch takes about 0.2 s at full speed: the job would wait for it all.
         """
-        claims = 0
+        claims = 0  # beyond the head's: with a steady stream coming due, every turn is cut
         started = time.monotonic()
-        for waiting, inline in ((self._for_pool, False), (self._to_claim, True)):
+        for waiting, inline in (
+            (self._head, True),
+            (self._for_pool, False),
+            (self._to_claim, True),
+        ):
             for shard_id in list(waiting):
-                if claims and time.monotonic() - started >= _MIN_CUT_TURN and self._held_job_due():
+                if (
+                    waiting is not self._head
+                    and claims
+                    and time.monotonic() - started >= _MIN_CUT_TURN
+                    and self._held_job_due()
+                ):
                     return
                 if not inline and self._pool_room() == 0:
                     break  # these wait for a thread; the inline ones below need none
                 if not self._shards.is_open(shard_id):
                     continue
                 items = waiting.pop(shard_id)
-                if self._released and not claims:
-                    # The jobs just let in are first in line: claim them without a few
-                    # hundred others (those wait for the next turn).
-                    step = max(1, self.config.claim_batch // _SMALL_STEPS)
-                    if len(items) > step:
-                        items, waiting[shard_id] = items[:step], items[step:]
-                claims += 1
+                claims += waiting is not self._head
                 try:
                     ran, claimed, rest = self._claim(shard_id, items, inline=inline)
                 except DatabaseError as exc:
