@@ -3,21 +3,23 @@
 One loop thread and a pool of handler threads. Each turn of the loop:
 
 1. read ahead: poll messages (``batch_size`` a poll) until ``read_ahead`` are held or the
-   broker has no more; consumption pauses while the read-ahead is full and, per
-   partition, while ``max_uncommitted`` messages wait behind one not yet handled, so
-   memory stays bounded whatever the broker and the databases do;
+   client has no more (see ``_receive``); consumption pauses while the read-ahead is
+   full and, per partition, while ``max_uncommitted`` messages wait behind one not yet
+   handled, so memory stays bounded whatever the broker and the databases do;
 2. decode them; a malformed message is logged and acknowledged, never retried forever;
    one whose job is not due yet (schedulers dispatch ahead) is held until it is
    (executor_worker.not_due); the others wait in the fair buffer
    (executor_worker.fair_buffer), by user;
 3. take up to ``claim_batch`` of them in weighted fair order across users, as many as
    ``max_in_flight`` (attempts claimed, running or being recorded) leaves room for, and
-   claim the attempts, one transaction per shard; a message whose attempt cannot be
-   claimed (duplicate, stale, cancelled job) is acknowledged and dropped. Inline handlers
-   (they never block) run inside that transaction: their attempts are started and marked
-   succeeded in one write, committed after the handler returned (see ``_claim``). Other
-   attempts are claimed only for idle handler threads, so each starts at once: its
-   timeout runs from the moment its handler starts, and its lease from its claim;
+   claim the attempts, one transaction per shard, the first few of the fair order in
+   small claims of their own ahead of the rest (see ``_claim_first``); a message whose
+   attempt cannot be claimed (duplicate, stale, cancelled job) is acknowledged and
+   dropped. Inline handlers (they never block) run inside that transaction: their
+   attempts are started and marked succeeded in one write, committed after the handler
+   returned (see ``_claim``). Other attempts are claimed only for idle handler threads,
+   so each starts at once: its timeout runs from the moment its handler starts, and its
+   lease from its claim;
 4. run the other handlers in the pool;
 5. collect finished attempts and those past their deadline, and record them, per shard:
    successes and retries in one transaction; final failures in another, which publishes
