@@ -1,0 +1,149 @@
+"""One executor turn's reading and claim order, with an in-memory consumer: no servers.
+
+What users feel from these: a job published ahead of its time is read before it is due,
+however the Kafka client hands messages over, and a light user's job that the fair order
+puts first is claimed first, not behind claims of hundreds of another user's jobs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from executor_worker.consumer import Received
+from executor_worker.worker import ExecutorConfig, ExecutorWorker
+from jobsvc.messaging.job_message import JobMessage
+
+BATCH = 2000  # messages per poll
+CLAIM_BATCH = 1000  # messages taken per turn
+HEAD = CLAIM_BATCH // 8  # claimed apart at the head of each turn
+FLOOD_USER, LIGHT_USER = 1, 2
+
+
+class ClientQueue:
+    """A consumer whose polls hand over at most ``hand_over`` messages, as librdkafka's
+    queue often does while tens of thousands wait behind them."""
+
+    def __init__(self, *, hand_over: int) -> None:
+        self.hand_over = hand_over
+        self.messages: list[Received] = []
+        self.polls = 0
+
+    def pause_all(self, paused: bool) -> None:
+        pass
+
+    def poll_batch(self, *, max_messages: int, timeout: float) -> list[Received]:
+        self.polls += 1
+        size = min(max_messages, self.hand_over)
+        batch, self.messages = self.messages[:size], self.messages[size:]
+        return batch
+
+    def handled(self, *received: Received) -> None:
+        pass
+
+
+class NoHandlers:
+    def inline_handlers(self) -> list[str]:
+        return ["noop"]
+
+
+_ids = itertools.count()
+_offsets = itertools.count()
+
+
+def message(user: int, shard: int, *, due_in: float = -1.0) -> Received:
+    now = datetime.now(UTC)
+    job = JobMessage(
+        job_id=f"{next(_ids):027d}",
+        shard_id=shard,
+        user_id=user,
+        attempt=1,
+        epoch=1,
+        due_at=now + timedelta(seconds=due_in),
+        dispatched_at=now,
+        handler="noop",
+    )
+    return Received(partition=0, offset=next(_offsets), value=job.encode())
+
+
+def flood(jobs: int) -> list[Received]:
+    """One user's due jobs, spread over shards 0-3 in runs of 250."""
+    return [message(FLOOD_USER, (i // 250) % 4) for i in range(jobs)]
+
+
+@pytest.fixture
+def executor():
+    config = ExecutorConfig(
+        topic="jobs",
+        dead_letter_topic="dead",
+        group_id="executors",
+        batch_size=BATCH,
+        concurrency=4,
+        max_in_flight=BATCH,
+        max_uncommitted=20000,
+        lease_grace_seconds=30.0,
+        drain_timeout=1.0,
+        publish_timeout=1.0,
+        read_ahead=40000,
+        claim_batch=CLAIM_BATCH,
+    )
+    worker = ExecutorWorker(
+        worker_id="test",
+        bootstrap="127.0.0.1:9",
+        config=config,
+        runner=NoHandlers(),
+        producer=None,
+    )
+    worker.consumer = ClientQueue(hand_over=300)
+    worker.claims = []  # (shard, user ids) per claim, in the order made
+
+    def claim(shard_id, items, *, inline):
+        worker.claims.append((shard_id, [m.user_id for m, _ in items]))
+        return {}, [], []  # nothing claimed: every message is dropped as stale
+
+    worker._claim = claim
+    return worker
+
+
+def test_a_turn_reads_on_past_polls_that_hand_over_less_than_asked(executor):
+    executor.consumer.messages = flood(5000)
+    executor._receive()
+    assert executor.consumer.messages == []  # all read into the executor, where it is fair
+
+
+def test_a_job_coming_due_does_not_stop_the_reading_before_a_whole_batch(executor):
+    # A steady stream of jobs coming due: one held is due at every turn. Reading must
+    # still keep up with what the schedulers publish, or the jobs published a second
+    # ahead of their time queue unread in the client until after it.
+    executor.consumer.hand_over = BATCH
+    executor._not_due.put(0.0, (None, None))  # long due, not yet let in
+    executor._release_due = lambda: 0  # keep it held: the stream goes on
+    executor.consumer.messages = flood(6000)
+    executor._receive()
+    assert 6000 - len(executor.consumer.messages) >= BATCH
+
+
+def test_a_light_users_job_is_claimed_first_and_apart_from_the_flood(executor):
+    executor.consumer.messages = [*flood(3000), message(LIGHT_USER, 3)]
+    executor._receive()
+    executor._claim_and_start(pool=None)
+    light = next(n for n, (_, users) in enumerate(executor.claims) if LIGHT_USER in users)
+    # Only the small claims of the turn's head go before it (one per shard), never a
+    # claim of hundreds of the flood's jobs.
+    assert sum(len(users) for _, users in executor.claims[: light + 1]) <= HEAD
+    assert sum(len(users) for _, users in executor.claims) == CLAIM_BATCH
+
+
+def test_jobs_a_cut_turn_left_are_claimed_before_a_later_turns(executor):
+    executor.consumer.messages = flood(1000)
+    executor._receive()  # takes 1,000: 125 at the head, 875 to claim on shards 0-3
+    left = {shard: list(items) for shard, items in executor._to_claim.items()}
+    executor._head.clear()
+    executor.consumer.messages = [message(FLOOD_USER, 0) for _ in range(500)]
+    executor._receive()
+    order = [shard for shard, _ in executor._to_claim.items()]
+    assert order[: len(left)] == list(left)  # the earlier turn's shards first, in order
+    for shard, items in left.items():  # and on each shard its jobs ahead of the later
+        assert executor._to_claim[shard][: len(items)] == items
