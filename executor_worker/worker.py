@@ -281,8 +281,8 @@ class ExecutorWorker:
         order starts after about one claim, not behind a whole poll's worth. Jobs whose
         handler needs a thread are passed on only as far as threads are idle: a job
         passed on waits for its claim in a queue per shard, where the order is no longer
-        fair. A turn reads up to ``_POLLS_PER_TURN`` polls of ``batch_size``, several
-        times what a claim takes, so the read-ahead fills while the broker has messages:
+        fair. A turn reads up to ``_POLLS_PER_TURN`` batches' worth, several times what
+        a claim takes, so the read-ahead fills while the broker has messages:
         the broker's FIFO queue moves into the executor, where the order is fair.
 
         A held job that came due ends the reading, but only after a whole batch: reading
@@ -452,8 +452,7 @@ class ExecutorWorker:
         ):
             for shard_id in list(waiting):
                 if (
-                    waiting is not self._head
-                    and claims
+                    claims  # still 0 through the head: the head is never cut
                     and time.monotonic() - started >= _MIN_CUT_TURN
                     and self._held_job_due()
                 ):
@@ -463,7 +462,8 @@ class ExecutorWorker:
                 if not self._shards.is_open(shard_id):
                     continue
                 items = waiting.pop(shard_id)
-                claims += waiting is not self._head
+                if waiting is not self._head:
+                    claims += 1
                 try:
                     ran, claimed, rest = self._claim(shard_id, items, inline=inline)
                 except DatabaseError as exc:

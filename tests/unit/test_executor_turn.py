@@ -29,13 +29,11 @@ class ClientQueue:
     def __init__(self, *, hand_over: int) -> None:
         self.hand_over = hand_over
         self.messages: list[Received] = []
-        self.polls = 0
 
     def pause_all(self, paused: bool) -> None:
         pass
 
     def poll_batch(self, *, max_messages: int, timeout: float) -> list[Received]:
-        self.polls += 1
         size = min(max_messages, self.hand_over)
         batch, self.messages = self.messages[:size], self.messages[size:]
         return batch
@@ -53,7 +51,8 @@ _ids = itertools.count()
 _offsets = itertools.count()
 
 
-def message(user: int, shard: int, *, due_in: float = -1.0) -> Received:
+def message(user: int, shard: int) -> Received:
+    """A job of ``user`` on ``shard``, due a second ago."""
     now = datetime.now(UTC)
     job = JobMessage(
         job_id=f"{next(_ids):027d}",
@@ -61,7 +60,7 @@ def message(user: int, shard: int, *, due_in: float = -1.0) -> Received:
         user_id=user,
         attempt=1,
         epoch=1,
-        due_at=now + timedelta(seconds=due_in),
+        due_at=now - timedelta(seconds=1),
         dispatched_at=now,
         handler="noop",
     )
