@@ -47,6 +47,10 @@ JOBS_SWEPT = Counter("jobsvc_jobs_swept", "Jobs recovered by the sweeper", ["rea
 IDEMPOTENCY_KEYS_PURGED = Counter(
     "jobsvc_idempotency_keys_purged", "Idempotency-Keys deleted after their TTL"
 )
+BULK_TRANSACTIONS_RESOLVED = Counter(
+    "jobsvc_bulk_transactions_resolved",
+    "Prepared transactions of spread bulk requests committed or rolled back by a sweep",
+)
 JOBS_PURGED = Counter("jobsvc_jobs_purged", "Finished jobs deleted after the retention time")
 BACKLOGGED_USERS = Gauge(
     "jobsvc_backlogged_users",

@@ -164,6 +164,14 @@ PURGE_EXPIRED_IDEMPOTENCY_KEYS = """
                    LIMIT %(limit)s)
 """
 
+PURGE_BULK_DECISIONS = """
+    DELETE FROM jobs_bulk_decision
+     WHERE batch IN (SELECT batch FROM jobs_bulk_decision
+                      WHERE decided_at <= %(decided_before)s
+                      ORDER BY decided_at
+                      LIMIT %(limit)s)
+"""
+
 ABANDONED_EXHAUSTED = """
     SELECT id, user_id, attempts, max_attempts, handler, handler_params, message,
            execute_at, created_at, attempt_errors

@@ -151,6 +151,15 @@ class ShardStore:
             )
             return cursor.rowcount
 
+    def purge_bulk_decisions(self, *, decided_before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` decisions of spread bulk requests made before
+        ``decided_before`` (long after their prepared transactions were resolved)."""
+        with self._cursor() as cursor:
+            cursor.execute(
+                queries.PURGE_BULK_DECISIONS, {"decided_before": decided_before, "limit": limit}
+            )
+            return cursor.rowcount
+
     def fail_abandoned(
         self,
         *,

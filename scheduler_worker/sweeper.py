@@ -10,11 +10,16 @@ The shard's dispatcher runs a sweep on its own thread before a round, every
 3. fails running jobs whose executor died on their last attempt ("exhausted"), each only
    once the broker acknowledged its dead letter: one that was not stays running, and the
    next sweep tries again;
-4. deletes up to ``PURGED_PER_SWEEP`` expired Idempotency-Keys (``IDEMPOTENCY_KEY_TTL``),
-   and as many finished jobs past ``JOB_RETENTION`` (when set).
+4. commits or rolls back the prepared transactions that spread bulk requests left on the
+   shard (``jobsvc.jobs.spread.resolve_prepared``: their API process or connection died
+   between the two phases);
+5. deletes up to ``PURGED_PER_SWEEP`` expired Idempotency-Keys (``IDEMPOTENCY_KEY_TTL``),
+   as many spread bulk requests' decisions past ``DECISION_RETENTION``, and as many
+   finished jobs past ``JOB_RETENTION`` (when set).
 
 Steps 2 and 3 are fenced by the epoch, like the dispatcher's writes; the purges are not (a
-row past its time is gone whoever deletes it). A sweep that raises stays due, so the
+row past its time is gone whoever deletes it), nor is step 4 (any two sweeps reach the
+same decision: the coordinator's row decides). A sweep that raises stays due, so the
 dispatcher's next round tries it again.
 """
 
@@ -26,6 +31,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.utils import timezone
 
+from jobsvc.jobs import spread
 from jobsvc.messaging.dead_letter import DeadLetter, Publisher, dead_letters_publish
 from scheduler_worker import metrics
 from scheduler_worker.queries import LOST_ATTEMPT_ERROR
@@ -75,9 +81,13 @@ class ShardSweeper:
             dead_letter=self._dead_letter,
             dead_letter_timeout=self.publish_timeout,
         )
+        resolved = spread.resolve_prepared(self.store.alias, self.store.shard_id)
         now = timezone.now()
         purged_keys = self.store.purge_expired_idempotency_keys(
             expired_at=now - settings.IDEMPOTENCY_KEY_TTL, limit=PURGED_PER_SWEEP
+        )
+        self.store.purge_bulk_decisions(
+            decided_before=now - spread.DECISION_RETENTION, limit=PURGED_PER_SWEEP
         )
         purged_jobs = 0
         if settings.JOB_RETENTION:
@@ -90,6 +100,7 @@ class ShardSweeper:
         metrics.JOBS_SWEPT.labels("unclaimed").inc(result.unclaimed)
         metrics.JOBS_SWEPT.labels("abandoned").inc(result.abandoned)
         metrics.JOBS_SWEPT.labels("exhausted").inc(failed)
+        metrics.BULK_TRANSACTIONS_RESOLVED.inc(resolved)
         if failed:
             logger.error(
                 "shard %s: %d jobs failed: their executors died on the last attempt",

@@ -50,6 +50,9 @@ CONFIG_FILE = "localstack.conf"  # written on every start, included by postgresq
 # giving up durability: a crash (or a kill -9) of the launcher never loses a commit.
 TUNING: dict[str, str] = {
     "max_connections": "300",  # gunicorn threads + workers + tests, per server
+    # Bulk requests spread over the shards commit in two phases (jobsvc/jobs/spread.py):
+    # at most one prepared transaction per shard and request in flight.
+    "max_prepared_transactions": "100",
     "shared_buffers": "256MB",
     "effective_cache_size": "1GB",
     "work_mem": "8MB",

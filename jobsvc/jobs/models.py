@@ -133,6 +133,28 @@ class IdempotencyKey(models.Model):
         return f"idempotency key {self.key!r} of user {self.user_id}"
 
 
+class BulkDecision(models.Model):
+    """Whether a bulk request spread over several shards committed (``jobsvc.jobs.spread``).
+
+    It lives on the request's coordinator shard and is written in the transaction that
+    commits there: the other shards' prepared transactions are committed if it says so,
+    and rolled back if the row says otherwise or, once they are old, is missing (then a
+    row saying so is written first, so that a late coordinator cannot commit after).
+    """
+
+    batch = models.CharField(max_length=64, primary_key=True)
+    committed = models.BooleanField()
+    decided_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "jobs_bulk_decision"
+        # The scheduler deletes old decisions oldest first.
+        indexes = [models.Index(fields=["decided_at"], name="jobs_bulk_decided_idx")]
+
+    def __str__(self) -> str:
+        return f"bulk {self.batch} ({'committed' if self.committed else 'aborted'})"
+
+
 class ShardLease(models.Model):
     """Who may dispatch from this shard: the fencing record, one row per shard database.
 

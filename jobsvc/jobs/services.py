@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,7 +18,7 @@ from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from jobsvc import errors
-from jobsvc.jobs import store
+from jobsvc.jobs import spread, store
 from jobsvc.jobs.models import CANCELLABLE_STATUSES, Job, JobStatus
 from jobsvc.jobs.selectors import JobFilter, job_get, jobs_matching
 from jobsvc.jobs.specs import JobSpec, RescheduleSpec
@@ -27,8 +28,11 @@ from jobsvc.sharding.shards import (
     pick_shard_for_new_jobs,
     shard_alias,
     shard_aliases,
+    shard_count,
     shard_for_idempotency_key,
 )
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -40,12 +44,26 @@ class CreateResult:
 def jobs_create(
     *, user_id: int, specs: list[JobSpec], is_bulk: bool, idempotency_key: str | None = None
 ) -> CreateResult:
-    """Create jobs atomically on one shard; with a key, a retry returns the first result.
+    """Create jobs all or none; with a key, a retry returns the first result.
 
-    All jobs of one request go to one shard, so "all created or none" is one local
-    transaction. Requests without a key spread over the shards at random; a key decides
-    its shard by hashing, so every retry looks in the same place.
+    A request of ``SPREAD_MIN_JOBS`` or more is dealt over every shard, created by
+    two-phase commit (``jobsvc.jobs.spread``): a user's jobs are then dispatched by every
+    shard's scheduler, not by one or two. A smaller one goes to one shard, in one local
+    transaction. Requests without a key pick their (first) shard at random; a key decides
+    it by hashing, so every retry looks in the same place.
     """
+    if (
+        len(specs) >= spread.SPREAD_MIN_JOBS
+        and shard_count() > 1
+        and _two_phase_allowed
+        and not spread.inside_a_transaction()
+    ):
+        try:
+            return _create_spread(
+                user_id=user_id, specs=specs, is_bulk=is_bulk, idempotency_key=idempotency_key
+            )
+        except spread.TwoPhaseUnavailable as exc:
+            _two_phase_not_allowed(exc)
     if idempotency_key is None:
         shard_id = pick_shard_for_new_jobs()
     else:
@@ -81,13 +99,68 @@ def jobs_create(
     return CreateResult(jobs=rows, created=True)
 
 
+def _create_spread(
+    *, user_id: int, specs: list[JobSpec], is_bulk: bool, idempotency_key: str | None
+) -> CreateResult:
+    if idempotency_key is None:
+        coordinator = pick_shard_for_new_jobs()
+    else:
+        coordinator = shard_for_idempotency_key(user_id=user_id, key=idempotency_key)
+    now = timezone.now()
+    shard_ids = spread.deal(len(specs), shards=shard_count(), first=coordinator)
+    rows = [
+        store.new_job_row(
+            job_id=new_job_id(shard_id=shard_id, at=now),
+            user_id=user_id,
+            spec=spec,
+            shard_id=shard_id,
+            now=now,
+        )
+        for shard_id, spec in zip(shard_ids, specs, strict=True)
+    ]
+    claim_key = None
+    if idempotency_key is not None:
+        request_hash = _request_hash(specs, is_bulk=is_bulk)
+
+        def claim_key(alias: str) -> bool:
+            return store.claim_idempotency_key(
+                alias,
+                user_id=user_id,
+                key=idempotency_key,
+                request_hash=request_hash,
+                job_ids=[row.id for row in rows],
+                is_bulk=is_bulk,
+                now=now,
+                ttl=settings.IDEMPOTENCY_KEY_TTL,
+            )
+
+    if not spread.insert_spread(rows, coordinator=coordinator, claim_key=claim_key):
+        return _replay(shard_alias(coordinator), user_id, idempotency_key, request_hash)
+    JOBS_CREATED.inc(len(rows))
+    return CreateResult(jobs=rows, created=True)
+
+
+_two_phase_allowed = True
+
+
+def _two_phase_not_allowed(exc: spread.TwoPhaseUnavailable) -> None:
+    """Create on one shard from now on in this process; say why, once."""
+    global _two_phase_allowed
+    _two_phase_allowed = False
+    logger.warning(
+        "bulk requests go to one shard each: the shard servers do not allow prepared "
+        "transactions (set max_prepared_transactions > 0 to spread them): %s",
+        exc,
+    )
+
+
 def _replay(alias: str, user_id: int, key: str, request_hash: str) -> CreateResult:
     first_hash, job_ids, _ = store.read_idempotency_key(alias, user_id=user_id, key=key)
     if first_hash != request_hash:
         raise errors.IdempotencyKeyReused(
             "This Idempotency-Key was already used with a different request body."
         )
-    return CreateResult(jobs=store.jobs_by_ids(alias, job_ids), created=False)
+    return CreateResult(jobs=store.jobs_by_ids_on_their_shards(job_ids), created=False)
 
 
 def _request_hash(specs: list[JobSpec], *, is_bulk: bool) -> str:

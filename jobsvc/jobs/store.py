@@ -16,6 +16,8 @@ from psycopg.types.json import Jsonb
 
 from jobsvc.jobs.models import PRIORITY_DEFAULT, Job, JobStatus
 from jobsvc.jobs.specs import JobSpec
+from jobsvc.sharding.ids import shard_of
+from jobsvc.sharding.shards import shard_alias
 
 
 class JobRow(NamedTuple):
@@ -170,6 +172,42 @@ def read_idempotency_key(alias: str, *, user_id: int, key: str) -> tuple[str, li
 def jobs_by_ids(alias: str, job_ids: list[str]) -> list[Job]:
     by_id = Job.objects.using(alias).in_bulk(job_ids)
     return [by_id[job_id] for job_id in job_ids if job_id in by_id]
+
+
+def record_bulk_decision(alias: str, *, batch: str, committed: bool) -> None:
+    """Write a spread bulk request's decision (fails if one was written: see ``decide_bulk``)."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO jobs_bulk_decision (batch, committed, decided_at) VALUES (%s, %s, now())",
+            [batch, committed],
+        )
+
+
+def decide_bulk(alias: str, *, batch: str) -> bool:
+    """Whether the batch committed; if nothing says so yet, it is recorded as aborted.
+
+    The insert waits for a coordinator still writing its own row (same primary key), so
+    the answer is final: a coordinator that comes after finds the row and cannot commit.
+    """
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO jobs_bulk_decision (batch, committed, decided_at)"
+            " VALUES (%s, false, now()) ON CONFLICT (batch) DO NOTHING",
+            [batch],
+        )
+        cursor.execute("SELECT committed FROM jobs_bulk_decision WHERE batch = %s", [batch])
+        return cursor.fetchone()[0]
+
+
+def jobs_by_ids_on_their_shards(job_ids: list[str]) -> list[Job]:
+    """The jobs, each read from the shard its id names, in the order of ``job_ids``."""
+    by_shard: dict[int, list[str]] = {}
+    for job_id in job_ids:
+        by_shard.setdefault(shard_of(job_id), []).append(job_id)
+    found: dict[str, Job] = {}
+    for shard_id, ids in by_shard.items():
+        found.update(Job.objects.using(shard_alias(shard_id)).in_bulk(ids))
+    return [found[job_id] for job_id in job_ids if job_id in found]
 
 
 def count_unfinished(alias: str, *, user_id: int, stop_at: int) -> int:

@@ -54,6 +54,7 @@ SCHEDULER_METRICS = (
     Metric("jobsvc_jobs_swept", "counter", ("reason",)),
     Metric("jobsvc_idempotency_keys_purged", "counter"),
     Metric("jobsvc_jobs_purged", "counter"),
+    Metric("jobsvc_bulk_transactions_resolved", "counter"),
     Metric("jobsvc_dispatch_round_seconds", "histogram"),
     Metric("jobsvc_backlogged_users", "gauge", ("shard", "weight_class")),
     Metric("jobsvc_dispatched_share_target", "gauge", ("shard", "weight_class")),

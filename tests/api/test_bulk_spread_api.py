@@ -1,0 +1,89 @@
+"""A large bulk request is dealt over every shard and created all or none.
+
+These tests commit (``transaction=True``), as the API does: inside a test's transaction a
+bulk goes to one shard (``jobsvc.jobs.spread.inside_a_transaction``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from django.db import connections
+
+from deploy.localstack.ports import free_port
+from jobsvc.jobs.spread import SPREAD_MIN_JOBS
+from jobsvc.sharding.ids import shard_of
+from jobsvc.sharding.shards import shard_aliases, shard_count, shard_for_idempotency_key
+from tests.api.support import error_of, job_body, job_count, post_jobs, stored_job
+
+pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+
+
+def prepared_transactions() -> list[str]:
+    """Prepared transactions of bulk requests on any shard's server."""
+    gids = []
+    for alias in shard_aliases():
+        with connections[alias].cursor() as cursor:
+            cursor.execute("SELECT gid FROM pg_prepared_xacts WHERE gid LIKE 'jobsvc-bulk:%'")
+            gids += [gid for (gid,) in cursor.fetchall()]
+    return gids
+
+
+def test_a_large_bulk_is_dealt_over_every_shard(user_client, user):
+    bodies = [job_body(f"job {n}", minutes=n + 1) for n in range(100 * shard_count())]
+
+    response = post_jobs(user_client, bodies)
+
+    assert response.status_code == 201
+    jobs = response.json()["data"]
+    assert [job["message"] for job in jobs] == [body["message"] for body in bodies]
+    assert Counter(job["shard_id"] for job in jobs) == dict.fromkeys(range(shard_count()), 100)
+    for job in jobs[:: len(jobs) // 20]:
+        assert shard_of(job["id"]) == job["shard_id"]
+        assert stored_job(job["id"]).message == job["message"]
+    assert job_count(user.pk) == len(bodies)
+    assert prepared_transactions() == []
+
+
+def test_a_bulk_below_the_threshold_stays_on_one_shard(user_client):
+    jobs = post_jobs(user_client, [job_body()] * (SPREAD_MIN_JOBS - 1)).json()["data"]
+
+    assert len({job["shard_id"] for job in jobs}) == 1
+
+
+def test_a_spread_bulk_retried_with_its_key_replays_the_same_list(user_client, user):
+    bodies = [job_body(f"job {n}") for n in range(SPREAD_MIN_JOBS)]
+
+    first = post_jobs(user_client, bodies, key="spread-1")
+    second = post_jobs(user_client, bodies, key="spread-1")
+
+    assert first.status_code == 201
+    assert second.status_code == 200
+    assert second["Idempotent-Replayed"] == "true"
+    first_ids = [job["id"] for job in first.json()["data"]]
+    assert [job["id"] for job in second.json()["data"]] == first_ids
+    assert len({shard_of(job_id) for job_id in first_ids}) == shard_count()
+    assert job_count(user.pk) == SPREAD_MIN_JOBS
+
+
+def test_a_shard_down_in_the_middle_creates_nothing(user_client, user, monkeypatch):
+    # the key's shard coordinates and inserts first; then each other shard is prepared
+    # in turn, and the last of them is down: the prepared ones must be rolled back
+    key = "spread-down"
+    coordinator = shard_for_idempotency_key(user_id=user.pk, key=key)
+    down = max(shard_id for shard_id in range(shard_count()) if shard_id != coordinator)
+    connection = connections[f"shard_{down}"]
+    connection.close()
+    monkeypatch.setitem(connection.settings_dict, "PORT", str(free_port()))
+
+    response = post_jobs(user_client, [job_body()] * SPREAD_MIN_JOBS, key=key)
+
+    error_of(response, 503, "database_unavailable")
+    connection.close()
+    monkeypatch.undo()
+    assert job_count(user.pk) == 0
+    assert prepared_transactions() == []
+    # the key was not taken: the retry the 503 asks for creates the jobs, once
+    assert post_jobs(user_client, [job_body()] * SPREAD_MIN_JOBS, key=key).status_code == 201
+    assert job_count(user.pk) == SPREAD_MIN_JOBS

@@ -1,0 +1,129 @@
+"""Prepared transactions that a spread bulk request left behind are resolved by the sweep.
+
+A request's API process (or its connection) can die between the two phases: after the
+other shards prepared their share, before or after the coordinator committed. The shard's
+sweep then commits or rolls back what was prepared, as the coordinator's decision row says,
+so the request's jobs exist on every shard or on none. Real PostgreSQL servers, committed
+transactions (``transaction=True``), no API process: the request is cut short by calling
+the two phases' steps directly.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db import IntegrityError, connections
+from django.utils import timezone
+
+from jobsvc.jobs import spread, store
+from jobsvc.jobs.models import Job
+from jobsvc.jobs.specs import JobSpec
+from jobsvc.sharding.ids import new_job_id
+from jobsvc.sharding.shards import shard_alias
+from scheduler_worker.shard_store import ShardStore
+from scheduler_worker.sweeper import ShardSweeper
+
+pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+
+COORDINATOR = 0
+OTHERS = (1, 2)
+USER = 424242
+
+
+def rows_on(shard_id: int, count: int) -> list[store.JobRow]:
+    now = timezone.now()
+    spec = JobSpec(message="m", execute_at=now, max_attempts=3, timeout_seconds=30.0)
+    return [
+        store.new_job_row(
+            job_id=new_job_id(shard_id=shard_id),
+            user_id=USER,
+            spec=spec,
+            shard_id=shard_id,
+            now=now,
+        )
+        for _ in range(count)
+    ]
+
+
+def jobs_on(shard_id: int) -> int:
+    return Job.objects.using(shard_alias(shard_id)).filter(user_id=USER).count()
+
+
+def prepared_on(shard_id: int) -> list[str]:
+    with connections[shard_alias(shard_id)].cursor() as cursor:
+        cursor.execute(
+            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
+            " AND gid LIKE 'jobsvc-bulk:%%'"
+        )
+        return [gid for (gid,) in cursor.fetchall()]
+
+
+def cut_short(*, coordinator_committed: bool) -> str:
+    """A spread request whose process died after the other shards prepared their share;
+    the coordinator's own transaction committed (with its decision row) or never did."""
+    batch = f"{COORDINATOR}.{uuid.uuid4().hex}"
+    for shard_id in OTHERS:
+        spread._prepare(shard_alias(shard_id), spread._gid(batch, shard_id), rows_on(shard_id, 5))
+    if coordinator_committed:
+        store.insert_jobs(shard_alias(COORDINATOR), rows_on(COORDINATOR, 5))
+        store.record_bulk_decision(shard_alias(COORDINATOR), batch=batch, committed=True)
+    return batch
+
+
+@pytest.fixture(autouse=True)
+def no_prepared_transactions_left():
+    yield
+    for shard_id in OTHERS:  # a failed test must not leave them for the next one
+        for gid in prepared_on(shard_id):
+            with connections[shard_alias(shard_id)].cursor() as cursor:
+                cursor.execute(f"ROLLBACK PREPARED '{gid}'")
+
+
+def sweep(shard_id: int) -> None:
+    shard = ShardStore(alias=shard_alias(shard_id), shard_id=shard_id)
+    sweeper = ShardSweeper(
+        store=shard,
+        producer=None,  # no job is abandoned here: nothing to dead-letter
+        dead_letter_topic="unused",
+        publish_timeout=1.0,
+        sweep_interval=5.0,
+        clock=lambda: 0.0,
+    )
+    sweeper.sweep(epoch=shard.acquire_lease(owner="test"))
+
+
+def test_prepared_jobs_stay_invisible_until_resolved():
+    cut_short(coordinator_committed=True)
+
+    assert [jobs_on(shard_id) for shard_id in OTHERS] == [0, 0]
+    for shard_id in OTHERS:  # younger than RESOLVE_AFTER: still the API's to finish
+        sweep(shard_id)
+    assert [jobs_on(shard_id) for shard_id in OTHERS] == [0, 0]
+    assert all(prepared_on(shard_id) for shard_id in OTHERS)
+
+
+def test_the_sweep_commits_what_the_coordinator_committed(monkeypatch):
+    monkeypatch.setattr(spread, "RESOLVE_AFTER", timedelta(0))
+    cut_short(coordinator_committed=True)
+
+    for shard_id in OTHERS:
+        sweep(shard_id)
+
+    assert [jobs_on(shard_id) for shard_id in (COORDINATOR, *OTHERS)] == [5, 5, 5]
+    assert [prepared_on(shard_id) for shard_id in OTHERS] == [[], []]
+
+
+def test_the_sweep_rolls_back_what_the_coordinator_never_committed(monkeypatch):
+    monkeypatch.setattr(spread, "RESOLVE_AFTER", timedelta(0))
+    batch = cut_short(coordinator_committed=False)
+
+    for shard_id in OTHERS:
+        sweep(shard_id)
+
+    assert [jobs_on(shard_id) for shard_id in (COORDINATOR, *OTHERS)] == [0, 0, 0]
+    assert [prepared_on(shard_id) for shard_id in OTHERS] == [[], []]
+    # a coordinator still running cannot commit the batch after that
+    with pytest.raises(IntegrityError):
+        store.record_bulk_decision(shard_alias(COORDINATOR), batch=batch, committed=True)
