@@ -20,9 +20,9 @@ fraction of its stride (``1 / weight``) past it, a different fraction for each u
 comes in (the golden-ratio sequence, spread evenly over [0, 1)): users of one weight that
 start together would otherwise be served at the same passes, each a job ahead or behind
 its share at once, and a class of 25 weight-1 users among 100 was 5-10 % off its share
-in 1-second windows (deploy/bench fairness_many_users); spread, their errors cancel. A user that was
-served ahead (its pass beyond the virtual time) keeps that pass when its queue runs dry for
-a moment, so emptying the queue between two deliveries gains nothing.
+in 1-second windows (deploy/bench fairness_many_users); spread, their errors cancel. A
+user that was served ahead (its pass beyond the virtual time) keeps that pass when its
+queue runs dry for a moment, so emptying the queue between two deliveries gains nothing.
 
 Not thread-safe: the executor's loop thread owns it.
 """

@@ -64,17 +64,10 @@ def jobs_create(
             )
         except spread.TwoPhaseUnavailable as exc:
             _two_phase_not_allowed(exc)
-    if idempotency_key is None:
-        shard_id = pick_shard_for_new_jobs()
-    else:
-        shard_id = shard_for_idempotency_key(user_id=user_id, key=idempotency_key)
+    shard_id = _first_shard(user_id, idempotency_key)
     alias = shard_alias(shard_id)
     now = timezone.now()
-    job_ids = [new_job_id(shard_id=shard_id, at=now) for _ in specs]
-    rows = [
-        store.new_job_row(job_id=job_id, user_id=user_id, spec=spec, shard_id=shard_id, now=now)
-        for job_id, spec in zip(job_ids, specs, strict=True)
-    ]
+    rows = _new_rows(user_id, specs, [shard_id] * len(specs), now=now)
     if idempotency_key is None:
         # One INSERT (or one COPY) is atomic by itself: no BEGIN/COMMIT round trips needed.
         store.insert_jobs(alias, rows)
@@ -82,15 +75,14 @@ def jobs_create(
         return CreateResult(jobs=rows, created=True)
     request_hash = _request_hash(specs, is_bulk=is_bulk)
     with transaction.atomic(using=alias):
-        claimed = store.claim_idempotency_key(
+        claimed = _claim_key(
             alias,
             user_id=user_id,
             key=idempotency_key,
             request_hash=request_hash,
-            job_ids=job_ids,
+            rows=rows,
             is_bulk=is_bulk,
             now=now,
-            ttl=settings.IDEMPOTENCY_KEY_TTL,
         )
         if not claimed:
             return _replay(alias, user_id, idempotency_key, request_hash)
@@ -102,13 +94,44 @@ def jobs_create(
 def _create_spread(
     *, user_id: int, specs: list[JobSpec], is_bulk: bool, idempotency_key: str | None
 ) -> CreateResult:
-    if idempotency_key is None:
-        coordinator = pick_shard_for_new_jobs()
-    else:
-        coordinator = shard_for_idempotency_key(user_id=user_id, key=idempotency_key)
+    coordinator = _first_shard(user_id, idempotency_key)
     now = timezone.now()
     shard_ids = spread.deal(len(specs), shards=shard_count(), first=coordinator)
-    rows = [
+    rows = _new_rows(user_id, specs, shard_ids, now=now)
+    if idempotency_key is None:
+        spread.insert_spread(rows, coordinator=coordinator)
+    else:
+        request_hash = _request_hash(specs, is_bulk=is_bulk)
+        if not spread.insert_spread(
+            rows,
+            coordinator=coordinator,
+            claim_key=functools.partial(
+                _claim_key,
+                user_id=user_id,
+                key=idempotency_key,
+                request_hash=request_hash,
+                rows=rows,
+                is_bulk=is_bulk,
+                now=now,
+            ),
+        ):
+            return _replay(shard_alias(coordinator), user_id, idempotency_key, request_hash)
+    JOBS_CREATED.inc(len(rows))
+    return CreateResult(jobs=rows, created=True)
+
+
+def _first_shard(user_id: int, idempotency_key: str | None) -> int:
+    """The request's shard (or a spread request's coordinator): at random, or, with a key,
+    by hashing, so that every retry looks in the same place."""
+    if idempotency_key is None:
+        return pick_shard_for_new_jobs()
+    return shard_for_idempotency_key(user_id=user_id, key=idempotency_key)
+
+
+def _new_rows(
+    user_id: int, specs: list[JobSpec], shard_ids: list[int], *, now: datetime
+) -> list[store.JobRow]:
+    return [
         store.new_job_row(
             job_id=new_job_id(shard_id=shard_id, at=now),
             user_id=user_id,
@@ -118,26 +141,29 @@ def _create_spread(
         )
         for shard_id, spec in zip(shard_ids, specs, strict=True)
     ]
-    claim_key = None
-    if idempotency_key is not None:
-        request_hash = _request_hash(specs, is_bulk=is_bulk)
 
-        def claim_key(alias: str) -> bool:
-            return store.claim_idempotency_key(
-                alias,
-                user_id=user_id,
-                key=idempotency_key,
-                request_hash=request_hash,
-                job_ids=[row.id for row in rows],
-                is_bulk=is_bulk,
-                now=now,
-                ttl=settings.IDEMPOTENCY_KEY_TTL,
-            )
 
-    if not spread.insert_spread(rows, coordinator=coordinator, claim_key=claim_key):
-        return _replay(shard_alias(coordinator), user_id, idempotency_key, request_hash)
-    JOBS_CREATED.inc(len(rows))
-    return CreateResult(jobs=rows, created=True)
+def _claim_key(
+    alias: str,
+    *,
+    user_id: int,
+    key: str,
+    request_hash: str,
+    rows: list[store.JobRow],
+    is_bulk: bool,
+    now: datetime,
+) -> bool:
+    """Record the Idempotency-Key with the request's jobs; False if it is in use."""
+    return store.claim_idempotency_key(
+        alias,
+        user_id=user_id,
+        key=key,
+        request_hash=request_hash,
+        job_ids=[row.id for row in rows],
+        is_bulk=is_bulk,
+        now=now,
+        ttl=settings.IDEMPOTENCY_KEY_TTL,
+    )
 
 
 _two_phase_allowed = True
@@ -160,7 +186,7 @@ def _replay(alias: str, user_id: int, key: str, request_hash: str) -> CreateResu
         raise errors.IdempotencyKeyReused(
             "This Idempotency-Key was already used with a different request body."
         )
-    return CreateResult(jobs=store.jobs_by_ids_on_their_shards(job_ids), created=False)
+    return CreateResult(jobs=store.jobs_by_ids(job_ids), created=False)
 
 
 def _request_hash(specs: list[JobSpec], *, is_bulk: bool) -> str:

@@ -169,11 +169,6 @@ def read_idempotency_key(alias: str, *, user_id: int, key: str) -> tuple[str, li
         return request_hash, list(job_ids), is_bulk
 
 
-def jobs_by_ids(alias: str, job_ids: list[str]) -> list[Job]:
-    by_id = Job.objects.using(alias).in_bulk(job_ids)
-    return [by_id[job_id] for job_id in job_ids if job_id in by_id]
-
-
 def record_bulk_decision(alias: str, *, batch: str, committed: bool) -> None:
     """Write a spread bulk request's decision (fails if one was written: see ``decide_bulk``)."""
     with connections[alias].cursor() as cursor:
@@ -199,7 +194,7 @@ def decide_bulk(alias: str, *, batch: str) -> bool:
         return cursor.fetchone()[0]
 
 
-def jobs_by_ids_on_their_shards(job_ids: list[str]) -> list[Job]:
+def jobs_by_ids(job_ids: list[str]) -> list[Job]:
     """The jobs, each read from the shard its id names, in the order of ``job_ids``."""
     by_shard: dict[int, list[str]] = {}
     for job_id in job_ids:
