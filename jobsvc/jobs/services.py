@@ -23,7 +23,7 @@ from jobsvc.jobs.models import CANCELLABLE_STATUSES, Job, JobStatus
 from jobsvc.jobs.selectors import JobFilter, job_get, jobs_matching
 from jobsvc.jobs.specs import JobSpec, RescheduleSpec
 from jobsvc.metrics import JOBS_CREATED
-from jobsvc.sharding.ids import new_job_id
+from jobsvc.sharding.ids import new_job_id, shard_of
 from jobsvc.sharding.shards import (
     pick_shard_for_new_jobs,
     shard_alias,
@@ -186,7 +186,15 @@ def _replay(alias: str, user_id: int, key: str, request_hash: str) -> CreateResu
         raise errors.IdempotencyKeyReused(
             "This Idempotency-Key was already used with a different request body."
         )
-    return CreateResult(jobs=store.jobs_by_ids(job_ids), created=False)
+    jobs = store.jobs_by_ids(job_ids)
+    if len(jobs) < len(job_ids):
+        # A spread request that lost a shard after its commit point: that shard's share
+        # is still prepared, invisible, until resolved. Resolve it now, not at the sweep.
+        missing = set(job_ids).difference(job.id for job in jobs)
+        for shard_id in sorted({shard_of(job_id) for job_id in missing}):
+            spread.resolve_prepared(shard_alias(shard_id), shard_id)
+        jobs = store.jobs_by_ids(job_ids)
+    return CreateResult(jobs=jobs, created=False)
 
 
 def _request_hash(specs: list[JobSpec], *, is_bulk: bool) -> str:

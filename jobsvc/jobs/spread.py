@@ -21,11 +21,14 @@ one place (presumed abort):
 
 A failure before 3 rolls everything back. A prepared transaction left behind (the API
 process or its connection died between 2 and the end of 3) is resolved by its shard's
-scheduler at each sweep, once ``RESOLVE_AFTER`` old (``resolve_prepared``): committed if
-the coordinator says the batch committed; otherwise the coordinator is told it aborted (a
-row saying so, whose primary key the coordinator's own row would need: a coordinator that
-is still running cannot commit after it) and the transaction is rolled back. Until then
-those jobs are not visible; they are dispatched when committed, late if their time passed.
+scheduler at each sweep (``resolve_prepared``): committed at once if the coordinator's
+decision row says the batch committed; rolled back once ``RESOLVE_AFTER`` old if it does
+not, after telling the coordinator it aborted (a row saying so, whose primary key the
+coordinator's own row would need: a coordinator that is still running cannot commit after
+it). Until then those jobs are not visible; they are dispatched when committed, late if
+their time passed. A retry of a keyed request does not wait for the sweep: it resolves the
+shards its listed jobs are missing from (``jobsvc.jobs.services``), so the replay lists
+every job.
 
 The servers need ``max_prepared_transactions`` > 0 (deploy/localstack and
 docker-compose.yml set 100). Where it is 0, requests fall back to one shard
@@ -62,6 +65,7 @@ _GID = re.compile(
     rf"^{_GID_PREFIX}:(?P<coordinator>\d+)\.(?P<nonce>[0-9a-f]{{32}}):(?P<shard>\d+)$"
 )
 _PREPARED_DISABLED = "55000"  # object_not_in_prerequisite_state: max_prepared_transactions = 0
+_NO_SUCH_PREPARED = "42704"  # undefined_object: no prepared transaction of that identifier
 
 
 class TwoPhaseUnavailable(Exception):
@@ -123,30 +127,32 @@ def insert_spread(
     return True
 
 
-def resolve_prepared(alias: str, shard_id: int, *, older_than: timedelta | None = None) -> int:
+def resolve_prepared(alias: str, shard_id: int) -> int:
     """Commit or roll back this shard's prepared transactions left by bulk requests.
 
-    Only those at least ``older_than`` (``RESOLVE_AFTER``) old; how many were resolved.
+    One whose batch is decided is finished at once, whatever its age: its request lost
+    this shard after the commit point, and its jobs should not stay invisible. One not
+    decided yet is its request's while younger than ``RESOLVE_AFTER``; after that it is
+    decided here (aborted, unless the coordinator committed meanwhile). How many were
+    resolved.
     """
-    if older_than is None:
-        older_than = RESOLVE_AFTER
     with connections[alias].cursor() as cursor:
         cursor.execute(
-            "SELECT gid FROM pg_prepared_xacts"
-            " WHERE database = current_database() AND gid LIKE %s"
-            " AND prepared <= now() - %s ORDER BY prepared",
-            [f"{_GID_PREFIX}:%", older_than],
+            "SELECT gid, prepared <= now() - %s FROM pg_prepared_xacts"
+            " WHERE database = current_database() AND gid LIKE %s ORDER BY prepared",
+            [RESOLVE_AFTER, f"{_GID_PREFIX}:%"],
         )
-        gids = [gid for (gid,) in cursor.fetchall()]
+        prepared = cursor.fetchall()
     resolved = 0
-    for gid in gids:
+    for gid, old in prepared:
         match = _GID.match(gid)
         if match is None or int(match["shard"]) != shard_id:
             continue  # not one of ours, or another shard's database on this server
         coordinator = int(match["coordinator"])
         batch = f"{coordinator}.{match['nonce']}"
+        decide = store.decide_bulk if old else store.bulk_decision
         try:
-            committed = store.decide_bulk(shard_alias(coordinator), batch=batch)
+            committed = decide(shard_alias(coordinator), batch=batch)
         except DatabaseError as exc:  # the coordinator's shard is down: the next sweep asks
             logger.warning(
                 "shard %s: cannot learn the decision for %s from shard %s: %s",
@@ -157,6 +163,8 @@ def resolve_prepared(alias: str, shard_id: int, *, older_than: timedelta | None 
                 extra={"shard": shard_id, "action": "resolve"},
             )
             continue
+        if committed is None:
+            continue  # young and undecided: its request is still running
         logger.warning(
             "shard %s: %s a bulk request's prepared transaction %s left behind",
             shard_id,
@@ -208,6 +216,8 @@ def _finish(alias: str, gid: str, *, commit: bool) -> bool:
         with connections[alias].cursor() as cursor:
             cursor.execute(f"{verb} PREPARED {_quoted(gid)}")
     except DatabaseError as exc:
+        if _sqlstate(exc) == _NO_SUCH_PREPARED:  # finished by a sweep or a retry meanwhile
+            return False
         logger.warning(
             "%s PREPARED %s failed (the shard's scheduler will resolve it): %s",
             verb,

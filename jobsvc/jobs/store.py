@@ -194,6 +194,14 @@ def decide_bulk(alias: str, *, batch: str) -> bool:
         return cursor.fetchone()[0]
 
 
+def bulk_decision(alias: str, *, batch: str) -> bool | None:
+    """Whether the batch committed, or None if nothing says so yet (nothing is written)."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT committed FROM jobs_bulk_decision WHERE batch = %s", [batch])
+        row = cursor.fetchone()
+    return None if row is None else row[0]
+
+
 def jobs_by_ids(job_ids: list[str]) -> list[Job]:
     """The jobs, each read from the shard its id names, in the order of ``job_ids``."""
     by_shard: dict[int, list[str]] = {}

@@ -8,13 +8,20 @@ from __future__ import annotations
 
 from collections import Counter
 
+import psycopg
 import pytest
 from django.db import connections
 
 from deploy.localstack.ports import free_port
+from jobsvc.jobs import spread
 from jobsvc.jobs.spread import SPREAD_MIN_JOBS
 from jobsvc.sharding.ids import shard_of
-from jobsvc.sharding.shards import shard_aliases, shard_count, shard_for_idempotency_key
+from jobsvc.sharding.shards import (
+    shard_alias,
+    shard_aliases,
+    shard_count,
+    shard_for_idempotency_key,
+)
 from tests.api.support import error_of, job_body, job_count, post_jobs, stored_job
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
@@ -28,6 +35,38 @@ def prepared_transactions() -> list[str]:
             cursor.execute("SELECT gid FROM pg_prepared_xacts WHERE gid LIKE 'jobsvc-bulk:%'")
             gids += [gid for (gid,) in cursor.fetchall()]
     return gids
+
+
+@pytest.fixture(autouse=True)
+def no_prepared_transaction_left():
+    """A failed test must not leave one: the next test's flush would wait on its locks."""
+    yield
+    for alias in shard_aliases():
+        with connections[alias].cursor() as cursor:
+            cursor.execute(
+                "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
+                " AND gid LIKE 'jobsvc-bulk:%%'"
+            )
+            for (gid,) in cursor.fetchall():
+                cursor.execute(f"ROLLBACK PREPARED '{gid}'")
+
+
+def terminate_connection(alias: str) -> None:
+    """End this thread's connection to ``alias`` from the server's side, as a lost network
+    or a restarted pooler would."""
+    connection = connections[alias]
+    connection.ensure_connection()
+    pid = connection.connection.info.backend_pid
+    params = connection.settings_dict
+    with psycopg.connect(
+        dbname="postgres",
+        user=params["USER"],
+        password=params["PASSWORD"] or None,
+        host=params["HOST"],
+        port=params["PORT"] or None,
+        autocommit=True,
+    ) as server:
+        server.execute("SELECT pg_terminate_backend(%s)", [pid])
 
 
 def test_a_large_bulk_is_dealt_over_every_shard(user_client, user):
@@ -87,3 +126,39 @@ def test_a_shard_down_in_the_middle_creates_nothing(user_client, user, monkeypat
     # the key was not taken: the retry the 503 asks for creates the jobs, once
     assert post_jobs(user_client, [job_body()] * SPREAD_MIN_JOBS, key=key).status_code == 201
     assert job_count(user.pk) == SPREAD_MIN_JOBS
+
+
+def test_a_keyed_bulk_that_lost_a_shard_after_its_commit_point_replays_every_job(
+    user_client, user, monkeypatch
+):
+    # The coordinator committed, then the connection to one other shard was lost before
+    # COMMIT PREPARED: that shard's share is created (the decision says so) but still
+    # prepared, invisible. The retry the client makes must list every job, and find them.
+    key = "spread-cut"
+    coordinator = shard_for_idempotency_key(user_id=user.pk, key=key)
+    lost = next(shard_id for shard_id in range(shard_count()) if shard_id != coordinator)
+    finish = spread._finish
+
+    def lose_the_shard_first(alias, gid, *, commit):
+        if alias == shard_alias(lost) and commit:
+            terminate_connection(alias)
+        return finish(alias, gid, commit=commit)
+
+    monkeypatch.setattr(spread, "_finish", lose_the_shard_first)
+    bodies = [job_body(f"job {n}") for n in range(100 * shard_count())]
+
+    first = post_jobs(user_client, bodies, key=key)
+    monkeypatch.undo()
+    # a served request drops a broken connection when it ends; the test client does not
+    connections[shard_alias(lost)].close()
+
+    assert first.status_code == 201
+    first_ids = [job["id"] for job in first.json()["data"]]
+    assert job_count(user.pk) == len(bodies) - 100  # the lost shard's hundred: prepared
+
+    second = post_jobs(user_client, bodies, key=key)
+
+    assert second.status_code == 200
+    assert [job["id"] for job in second.json()["data"]] == first_ids
+    assert job_count(user.pk) == len(bodies)
+    assert prepared_transactions() == []

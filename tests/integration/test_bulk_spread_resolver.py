@@ -94,18 +94,21 @@ def sweep(shard_id: int) -> None:
     sweeper.sweep(epoch=shard.acquire_lease(owner="test"))
 
 
-def test_prepared_jobs_stay_invisible_until_resolved():
-    cut_short(coordinator_committed=True)
+def test_a_young_undecided_transaction_is_left_to_its_request():
+    batch = cut_short(coordinator_committed=False)
 
     assert [jobs_on(shard_id) for shard_id in OTHERS] == [0, 0]
-    for shard_id in OTHERS:  # younger than RESOLVE_AFTER: still the API's to finish
+    for shard_id in OTHERS:  # younger than RESOLVE_AFTER: its request may still commit
         sweep(shard_id)
     assert [jobs_on(shard_id) for shard_id in OTHERS] == [0, 0]
     assert all(prepared_on(shard_id) for shard_id in OTHERS)
+    # and nothing was decided for it: the request can still commit
+    store.record_bulk_decision(shard_alias(COORDINATOR), batch=batch, committed=True)
 
 
-def test_the_sweep_commits_what_the_coordinator_committed(monkeypatch):
-    monkeypatch.setattr(spread, "RESOLVE_AFTER", timedelta(0))
+def test_the_sweep_commits_what_the_coordinator_committed_at_once():
+    # the request lost the other shards after its commit point: their shares are not
+    # left invisible until RESOLVE_AFTER
     cut_short(coordinator_committed=True)
 
     for shard_id in OTHERS:
@@ -115,7 +118,7 @@ def test_the_sweep_commits_what_the_coordinator_committed(monkeypatch):
     assert [prepared_on(shard_id) for shard_id in OTHERS] == [[], []]
 
 
-def test_the_sweep_rolls_back_what_the_coordinator_never_committed(monkeypatch):
+def test_an_old_undecided_transaction_is_rolled_back(monkeypatch):
     monkeypatch.setattr(spread, "RESOLVE_AFTER", timedelta(0))
     batch = cut_short(coordinator_committed=False)
 
