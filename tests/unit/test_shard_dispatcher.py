@@ -16,7 +16,11 @@ import pytest
 from django.utils import timezone
 from prometheus_client import REGISTRY
 
-from scheduler_worker.dispatcher import DispatchConfig, ShardDispatcher
+from scheduler_worker.dispatcher import (
+    IN_FLIGHT_RECOUNT_INTERVAL,
+    DispatchConfig,
+    ShardDispatcher,
+)
 from scheduler_worker.shard_store import ClaimedJob
 
 SHARD = 7
@@ -113,7 +117,10 @@ def dispatcher(
     batch_size: int,
     max_in_flight: int = 0,
     producer: AcknowledgingProducer | None = None,
+    clock=None,
 ):
+    """A dispatcher of ``shard``; its clock moves a second each time it is read, unless
+    ``clock`` is given: every round counts the shard's jobs in flight."""
     result = ShardDispatcher(
         store=shard,
         owner="test",
@@ -130,7 +137,7 @@ def dispatcher(
         ),
         weight_refresh_seconds=2.0,
         on_fenced=lambda _dispatcher: None,
-        clock=lambda: 0.0,
+        clock=clock or itertools.count(step=1.0).__next__,
         weights=FixedWeights(weights),
     )
     result.epoch = 1
@@ -224,6 +231,29 @@ def test_a_user_new_to_a_full_shard_gets_room_as_the_others_finish():
     rounds.dispatch_round()
     assert shard.claimed[2] == 1
     assert shard.flying[1] == 99  # the flood fills the rest of the limit
+
+
+def test_between_counts_of_the_jobs_in_flight_the_jobs_claimed_count_against_the_limit():
+    # the in-flight jobs are counted at most every IN_FLIGHT_RECOUNT_INTERVAL: rounds in
+    # between must not pass the limit, and what executors finished is claimed after
+    now = [0.0]
+    shard = InMemoryShard()
+    shard.add(1, FLOOD)
+    rounds = dispatcher(shard, {}, batch_size=60, max_in_flight=100, clock=lambda: now[0])
+
+    for _ in range(5):
+        rounds.dispatch_round()
+        now[0] += IN_FLIGHT_RECOUNT_INTERVAL / 10
+    assert shard.flying[1] == 100
+
+    shard.finish(1)
+    rounds.dispatch_round()
+    assert shard.claimed[1] == 100  # not counted yet: the limit still looks reached
+    now[0] += IN_FLIGHT_RECOUNT_INTERVAL
+    rounds.dispatch_round()
+    rounds.dispatch_round()
+    assert shard.claimed[1] == 200
+    assert shard.flying[1] == 100
 
 
 def test_the_share_of_the_limit_orders_users_it_does_not_throttle_a_flood():
