@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-import psycopg
 import pytest
 from django.db import connections
 
@@ -23,6 +22,7 @@ from jobsvc.sharding.shards import (
     shard_for_idempotency_key,
 )
 from tests.api.support import error_of, job_body, job_count, post_jobs, stored_job
+from tests.e2e.faults import terminate_connection
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
@@ -49,24 +49,6 @@ def no_prepared_transaction_left():
             )
             for (gid,) in cursor.fetchall():
                 cursor.execute(f"ROLLBACK PREPARED '{gid}'")
-
-
-def terminate_connection(alias: str) -> None:
-    """End this thread's connection to ``alias`` from the server's side, as a lost network
-    or a restarted pooler would."""
-    connection = connections[alias]
-    connection.ensure_connection()
-    pid = connection.connection.info.backend_pid
-    params = connection.settings_dict
-    with psycopg.connect(
-        dbname="postgres",
-        user=params["USER"],
-        password=params["PASSWORD"] or None,
-        host=params["HOST"],
-        port=params["PORT"] or None,
-        autocommit=True,
-    ) as server:
-        server.execute("SELECT pg_terminate_backend(%s)", [pid])
 
 
 def test_a_large_bulk_is_dealt_over_every_shard(user_client, user):

@@ -2,7 +2,8 @@
 
 A shard taken offline refuses every new connection (``ALLOW_CONNECTIONS false``) and
 loses the ones it had (``pg_terminate_backend``), as a shard server that went down or a
-network partition does; it comes back on leaving the context.
+network partition does; it comes back on leaving the context. One connection can be ended
+alone (``terminate_connection``).
 """
 
 from __future__ import annotations
@@ -31,18 +32,33 @@ def shard_offline(shard_id: int) -> Iterator[None]:
         connections[alias].close()  # the test's own connection was ended too
 
 
-def _set_allow_connections(alias: str, database: str, *, allowed: bool) -> None:
-    """From the server's maintenance database: a database cannot refuse the connection
-    that would let it in again."""
+def terminate_connection(alias: str) -> None:
+    """End this thread's connection to ``alias`` from the server's side, as a lost network
+    or a restarted pooler would; its next use fails."""
+    connection = connections[alias]
+    connection.ensure_connection()
+    pid = connection.connection.info.backend_pid
+    with _maintenance_connection(alias) as conn:
+        conn.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+def _maintenance_connection(alias: str) -> psycopg.Connection:
+    """A connection to the server's maintenance database, as the alias's user."""
     params = connections[alias].settings_dict
-    with psycopg.connect(
+    return psycopg.connect(
         dbname="postgres",
         user=params["USER"],
         password=params["PASSWORD"] or None,
         host=params["HOST"],
         port=params["PORT"] or None,
         autocommit=True,
-    ) as conn:
+    )
+
+
+def _set_allow_connections(alias: str, database: str, *, allowed: bool) -> None:
+    """From the server's maintenance database: a database cannot refuse the connection
+    that would let it in again."""
+    with _maintenance_connection(alias) as conn:
         conn.execute(
             sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS {}").format(
                 sql.Identifier(database), sql.SQL("true" if allowed else "false")
