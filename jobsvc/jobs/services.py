@@ -46,14 +46,15 @@ def jobs_create(
 ) -> CreateResult:
     """Create jobs all or none; with a key, a retry returns the first result.
 
-    A request of ``SPREAD_MIN_JOBS`` or more is dealt over every shard, created by
+    A request of ``BULK_SPREAD_MIN_JOBS`` or more is dealt over every shard, created by
     two-phase commit (``jobsvc.jobs.spread``): a user's jobs are then dispatched by every
     shard's scheduler, not by one or two. A smaller one goes to one shard, in one local
     transaction. Requests without a key pick their (first) shard at random; a key decides
     it by hashing, so every retry looks in the same place.
     """
     if (
-        len(specs) >= spread.SPREAD_MIN_JOBS
+        settings.BULK_SPREAD_MIN_JOBS
+        and len(specs) >= settings.BULK_SPREAD_MIN_JOBS
         and shard_count() > 1
         and _two_phase_allowed
         and not spread.inside_a_transaction()

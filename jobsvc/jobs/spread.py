@@ -51,9 +51,6 @@ from jobsvc.sharding.shards import shard_alias, shard_aliases
 
 logger = logging.getLogger(__name__)
 
-# Requests of at least this many jobs are spread: below it, random shards spread a user's
-# requests well enough, and each shard a request touches costs a prepare and a commit.
-SPREAD_MIN_JOBS = 100
 # A prepared transaction this old is the resolver's: its request is over (a create takes
 # milliseconds; the API's requests time out long before this).
 RESOLVE_AFTER = timedelta(seconds=30)

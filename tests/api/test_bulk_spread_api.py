@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from django.conf import settings as django_settings
 from django.db import connections
 
 from deploy.localstack.ports import free_port
 from jobsvc.jobs import spread
-from jobsvc.jobs.spread import SPREAD_MIN_JOBS
 from jobsvc.sharding.ids import shard_of
 from jobsvc.sharding.shards import (
     shard_alias,
@@ -25,6 +25,8 @@ from tests.api.support import error_of, job_body, job_count, post_jobs, stored_j
 from tests.e2e.faults import terminate_connection
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+
+SPREAD_MIN_JOBS = django_settings.BULK_SPREAD_MIN_JOBS
 
 
 def prepared_transactions() -> list[str]:
@@ -143,4 +145,13 @@ def test_a_keyed_bulk_that_lost_a_shard_after_its_commit_point_replays_every_job
     assert second.status_code == 200
     assert [job["id"] for job in second.json()["data"]] == first_ids
     assert job_count(user.pk) == len(bodies)
+    assert prepared_transactions() == []
+
+
+def test_spreading_can_be_turned_off(user_client, settings):
+    settings.BULK_SPREAD_MIN_JOBS = 0
+
+    jobs = post_jobs(user_client, [job_body()] * 100 * shard_count()).json()["data"]
+
+    assert len({job["shard_id"] for job in jobs}) == 1
     assert prepared_transactions() == []
