@@ -60,24 +60,48 @@ def jobs_create(
         and not spread.inside_a_transaction()
     ):
         try:
-            return _create_spread(
-                user_id=user_id, specs=specs, is_bulk=is_bulk, idempotency_key=idempotency_key
+            return _create(
+                user_id=user_id,
+                specs=specs,
+                is_bulk=is_bulk,
+                idempotency_key=idempotency_key,
+                spread_over_shards=True,
             )
         except spread.TwoPhaseUnavailable as exc:
             _two_phase_not_allowed(exc)
-    shard_id = _first_shard(user_id, idempotency_key)
-    alias = shard_alias(shard_id)
+    return _create(
+        user_id=user_id,
+        specs=specs,
+        is_bulk=is_bulk,
+        idempotency_key=idempotency_key,
+        spread_over_shards=False,
+    )
+
+
+def _create(
+    *,
+    user_id: int,
+    specs: list[JobSpec],
+    is_bulk: bool,
+    idempotency_key: str | None,
+    spread_over_shards: bool,
+) -> CreateResult:
+    """The request's rows on their shard (or dealt over every shard, from the first),
+    inserted with the key's claim if there is a key; the first result if the key is in use."""
+    first = _first_shard(user_id, idempotency_key)
     now = timezone.now()
-    rows = _new_rows(user_id, specs, [shard_id] * len(specs), now=now)
+    if spread_over_shards:
+        shard_ids = spread.deal(len(specs), shards=shard_count(), first=first)
+    else:
+        shard_ids = [first] * len(specs)
+    rows = _new_rows(user_id, specs, shard_ids, now=now)
+    insert = spread.insert_spread if spread_over_shards else _insert_on_one_shard
     if idempotency_key is None:
-        # One INSERT (or one COPY) is atomic by itself: no BEGIN/COMMIT round trips needed.
-        store.insert_jobs(alias, rows)
-        JOBS_CREATED.inc(len(rows))
-        return CreateResult(jobs=rows, created=True)
-    request_hash = _request_hash(specs, is_bulk=is_bulk)
-    with transaction.atomic(using=alias):
-        claimed = _claim_key(
-            alias,
+        insert(rows, coordinator=first, claim_key=None)
+    else:
+        request_hash = _request_hash(specs, is_bulk=is_bulk)
+        claim_key = functools.partial(
+            _claim_key,
             user_id=user_id,
             key=idempotency_key,
             request_hash=request_hash,
@@ -85,40 +109,26 @@ def jobs_create(
             is_bulk=is_bulk,
             now=now,
         )
-        if not claimed:
-            return _replay(alias, user_id, idempotency_key, request_hash)
+        if not insert(rows, coordinator=first, claim_key=claim_key):
+            return _replay(shard_alias(first), user_id, idempotency_key, request_hash)
+    JOBS_CREATED.inc(len(rows))
+    return CreateResult(jobs=rows, created=True)
+
+
+def _insert_on_one_shard(
+    rows: list[store.JobRow], *, coordinator: int, claim_key: Callable[[str], bool] | None
+) -> bool:
+    """Insert the rows on the ``coordinator`` shard; False if ``claim_key`` refused."""
+    alias = shard_alias(coordinator)
+    if claim_key is None:
+        # One INSERT (or one COPY) is atomic by itself: no BEGIN/COMMIT round trips needed.
         store.insert_jobs(alias, rows)
-    JOBS_CREATED.inc(len(rows))
-    return CreateResult(jobs=rows, created=True)
-
-
-def _create_spread(
-    *, user_id: int, specs: list[JobSpec], is_bulk: bool, idempotency_key: str | None
-) -> CreateResult:
-    coordinator = _first_shard(user_id, idempotency_key)
-    now = timezone.now()
-    shard_ids = spread.deal(len(specs), shards=shard_count(), first=coordinator)
-    rows = _new_rows(user_id, specs, shard_ids, now=now)
-    if idempotency_key is None:
-        spread.insert_spread(rows, coordinator=coordinator)
-    else:
-        request_hash = _request_hash(specs, is_bulk=is_bulk)
-        if not spread.insert_spread(
-            rows,
-            coordinator=coordinator,
-            claim_key=functools.partial(
-                _claim_key,
-                user_id=user_id,
-                key=idempotency_key,
-                request_hash=request_hash,
-                rows=rows,
-                is_bulk=is_bulk,
-                now=now,
-            ),
-        ):
-            return _replay(shard_alias(coordinator), user_id, idempotency_key, request_hash)
-    JOBS_CREATED.inc(len(rows))
-    return CreateResult(jobs=rows, created=True)
+        return True
+    with transaction.atomic(using=alias):
+        if not claim_key(alias):
+            return False
+        store.insert_jobs(alias, rows)
+    return True
 
 
 def _first_shard(user_id: int, idempotency_key: str | None) -> int:

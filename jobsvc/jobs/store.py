@@ -190,8 +190,7 @@ def decide_bulk(alias: str, *, batch: str) -> bool:
             " VALUES (%s, false, now()) ON CONFLICT (batch) DO NOTHING",
             [batch],
         )
-        cursor.execute("SELECT committed FROM jobs_bulk_decision WHERE batch = %s", [batch])
-        return cursor.fetchone()[0]
+    return bulk_decision(alias, batch=batch)
 
 
 def bulk_decision(alias: str, *, batch: str) -> bool | None:
