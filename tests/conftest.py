@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 from django.core.cache import cache
 from django.core.management import call_command
+from django.db import connections
 from rest_framework.test import APIClient
 
 from jobsvc.accounts.authentication import user_cache, verified_tokens
 from jobsvc.accounts.models import User
 from jobsvc.accounts.tokens import token_issue
+from jobsvc.sharding.shards import shard_aliases
 
 DEFAULT_PASSWORD = "a long enough passphrase 42"
 _usernames = (f"user{n}" for n in itertools.count())
@@ -93,3 +95,24 @@ def client_for():
         return client
 
     return make
+
+
+def prepared_bulk_transactions(alias: str) -> list[str]:
+    """Transactions that spread bulk requests left prepared in this alias's database."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
+            " AND gid LIKE 'jobsvc-bulk:%%'"
+        )
+        return [gid for (gid,) in cursor.fetchall()]
+
+
+@pytest.fixture
+def no_prepared_bulk_transaction_left():
+    """After the test, roll back what spread bulk requests left prepared on any shard: a
+    test that failed must not leave them, or the next test's flush waits on their locks."""
+    yield
+    for alias in shard_aliases():
+        for gid in prepared_bulk_transactions(alias):
+            with connections[alias].cursor() as cursor:
+                cursor.execute(f"ROLLBACK PREPARED '{gid}'")

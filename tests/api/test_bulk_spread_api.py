@@ -22,35 +22,20 @@ from jobsvc.sharding.shards import (
     shard_for_idempotency_key,
 )
 from tests.api.support import error_of, job_body, job_count, post_jobs, stored_job
+from tests.conftest import prepared_bulk_transactions
 from tests.e2e.faults import terminate_connection
 
-pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+pytestmark = [
+    pytest.mark.django_db(databases="__all__", transaction=True),
+    pytest.mark.usefixtures("no_prepared_bulk_transaction_left"),
+]
 
 SPREAD_MIN_JOBS = django_settings.BULK_SPREAD_MIN_JOBS
 
 
 def prepared_transactions() -> list[str]:
-    """Prepared transactions of bulk requests on any shard's server."""
-    gids = []
-    for alias in shard_aliases():
-        with connections[alias].cursor() as cursor:
-            cursor.execute("SELECT gid FROM pg_prepared_xacts WHERE gid LIKE 'jobsvc-bulk:%'")
-            gids += [gid for (gid,) in cursor.fetchall()]
-    return gids
-
-
-@pytest.fixture(autouse=True)
-def no_prepared_transaction_left():
-    """A failed test must not leave one: the next test's flush would wait on its locks."""
-    yield
-    for alias in shard_aliases():
-        with connections[alias].cursor() as cursor:
-            cursor.execute(
-                "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
-                " AND gid LIKE 'jobsvc-bulk:%%'"
-            )
-            for (gid,) in cursor.fetchall():
-                cursor.execute(f"ROLLBACK PREPARED '{gid}'")
+    """Prepared transactions of bulk requests on any shard."""
+    return [gid for alias in shard_aliases() for gid in prepared_bulk_transactions(alias)]
 
 
 def test_a_large_bulk_is_dealt_over_every_shard(user_client, user):

@@ -14,7 +14,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from django.db import IntegrityError, connections
+from django.db import IntegrityError
 from django.utils import timezone
 
 from jobsvc.jobs import spread, store
@@ -24,8 +24,12 @@ from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias
 from scheduler_worker.shard_store import ShardStore
 from scheduler_worker.sweeper import ShardSweeper
+from tests.conftest import prepared_bulk_transactions
 
-pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+pytestmark = [
+    pytest.mark.django_db(databases="__all__", transaction=True),
+    pytest.mark.usefixtures("no_prepared_bulk_transaction_left"),
+]
 
 COORDINATOR = 0
 OTHERS = (1, 2)
@@ -52,12 +56,7 @@ def jobs_on(shard_id: int) -> int:
 
 
 def prepared_on(shard_id: int) -> list[str]:
-    with connections[shard_alias(shard_id)].cursor() as cursor:
-        cursor.execute(
-            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
-            " AND gid LIKE 'jobsvc-bulk:%%'"
-        )
-        return [gid for (gid,) in cursor.fetchall()]
+    return prepared_bulk_transactions(shard_alias(shard_id))
 
 
 def cut_short(*, coordinator_committed: bool) -> str:
@@ -70,15 +69,6 @@ def cut_short(*, coordinator_committed: bool) -> str:
         store.insert_jobs(shard_alias(COORDINATOR), rows_on(COORDINATOR, 5))
         store.record_bulk_decision(shard_alias(COORDINATOR), batch=batch, committed=True)
     return batch
-
-
-@pytest.fixture(autouse=True)
-def no_prepared_transactions_left():
-    yield
-    for shard_id in OTHERS:  # a failed test must not leave them for the next one
-        for gid in prepared_on(shard_id):
-            with connections[shard_alias(shard_id)].cursor() as cursor:
-                cursor.execute(f"ROLLBACK PREPARED '{gid}'")
 
 
 def sweep(shard_id: int) -> None:
