@@ -19,6 +19,9 @@ running it. The default topology runs: every shard, 2 schedulers, 2 executors.
   (p50, p99, max), and how many were due while the flood still had 1,000 jobs to start.
 - ``light_user_wait_webhooks``: the same with http-handler jobs to a webhook receiver in
   the bench process, a flood of 20,000 (quick: 8,000).
+- ``light_user_due_now``: as ``light_user_wait``, but each light job is created at the
+  moment it is due (``execute_at`` = the time of the request), as a user who wants a job
+  run now creates it: no time to dispatch it ahead.
 
     make bench ARGS="--only fairness_end_to_end fairness_webhooks light_user_wait"
 """
@@ -128,9 +131,17 @@ def run_light_user_wait_webhooks(context) -> dict:
     return _run_light_user_wait(context, flood=8_000 if context.quick else 20_000, webhooks=True)
 
 
-def _run_light_user_wait(context, *, flood: int, webhooks: bool) -> dict:
+def run_light_user_due_now(context) -> dict:
+    return _run_light_user_wait(
+        context, flood=30_000 if context.quick else 100_000, webhooks=False, due_now=True
+    )
+
+
+def _run_light_user_wait(context, *, flood: int, webhooks: bool, due_now: bool = False) -> dict:
     """One user's flood due at once, the other's LIGHT_JOBS single jobs due through its
-    drain; the light jobs' waits, measured behind the flood's start times."""
+    drain; the light jobs' waits, measured behind the flood's start times.
+
+    ``due_now``: each light job is created at its due time, not before."""
     name = "light-user-webhooks" if webhooks else "light-user"
     drain_rate = WEBHOOK_DRAIN_RATE_GUESS if webhooks else DRAIN_RATE_GUESS
     with _stack(context, name, (1.0, 1.0), webhooks=webhooks) as stack:
@@ -140,7 +151,10 @@ def _run_light_user_wait(context, *, flood: int, webhooks: bool) -> dict:
             spacing = flood / drain_rate * 0.8 / LIGHT_JOBS
             light_due = [due + 0.3 + i * spacing for i in range(LIGHT_JOBS)]
             token = tokens_for([light])[light]
-            for at in light_due:  # one job a request, created before it is due
+            for at in light_due:  # one job a request
+                if due_now:  # the schedule of the scenario's user, not a synchronisation
+                    time.sleep(max(0.0, at - time.time()))
+                    at = time.time()
                 post_jobs(stack.api, token, job_body(at) | stack.job_fields)
             _wait_until_all_finished(flood + LIGHT_JOBS, workers)
         starts = _started([heavy])[heavy]
@@ -148,11 +162,17 @@ def _run_light_user_wait(context, *, flood: int, webhooks: bool) -> dict:
     kind = (
         "http-handler jobs to a webhook receiver in the bench process" if webhooks else "no-op jobs"
     )
-    return _light_user_result(starts, light_rows, flood=flood, kind=kind)
+    light = "created at their due time" if due_now else "created before the flood was due"
+    return _light_user_result(starts, light_rows, flood=flood, kind=kind, light=light)
 
 
 def _light_user_result(
-    starts: list[float], light_rows: list[tuple[float, float, float]], *, flood: int, kind: str
+    starts: list[float],
+    light_rows: list[tuple[float, float, float]],
+    *,
+    flood: int,
+    kind: str,
+    light: str,
 ) -> dict:
     waits = waits_behind(light_rows, starts)
     result = {
@@ -162,11 +182,22 @@ def _light_user_result(
         "wait_ms": waits["wait_ms"],
         "dispatched_minus_due_ms": waits["dispatched_minus_due_ms"],
         "flood_drain_seconds": round(max(starts) - min(starts), 2),
+        # Each light job, by due time: seconds from the flood's first start to its due
+        # time, then milliseconds from due to dispatched and from dispatched to started.
+        "light_jobs_timeline": [
+            [
+                round(execute_at - min(starts), 3),
+                _ms(dispatched - execute_at),
+                _ms(started - dispatched),
+            ]
+            for execute_at, started, dispatched in sorted(light_rows)
+        ],
         "setup": _setup(
             schedulers=2,
             executors=2,
             extra=f"a weight-1 user's {flood:,} {kind} due at once (API, requests of "
-            f"{BULK:,}); another weight-1 user's {LIGHT_JOBS} single jobs due through the drain",
+            f"{BULK:,}); another weight-1 user's {LIGHT_JOBS} single jobs due through the drain, "
+            f"{light}",
         ),
     }
     result["markdown"] = (

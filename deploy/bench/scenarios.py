@@ -71,6 +71,12 @@ def light_user_wait_webhooks(context: BenchContext) -> dict:
     return run_light_user_wait_webhooks(context)
 
 
+def light_user_due_now(context: BenchContext) -> dict:
+    from deploy.bench.fairness import run_light_user_due_now
+
+    return run_light_user_due_now(context)
+
+
 def priority_in_own_backlog(context: BenchContext) -> dict:
     from deploy.bench.priority import run_priority_in_own_backlog
 
@@ -123,6 +129,7 @@ SCENARIOS: dict[str, Callable[[BenchContext], dict]] = {
     "fairness_webhooks": fairness_webhooks,
     "light_user_wait": light_user_wait,
     "light_user_wait_webhooks": light_user_wait_webhooks,
+    "light_user_due_now": light_user_due_now,
     "priority_in_own_backlog": priority_in_own_backlog,
     "steady_beside_flood": steady_beside_flood,
     "fairness_many_users": fairness_many_users,
