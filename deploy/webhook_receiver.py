@@ -4,7 +4,8 @@ whether the signature holds when it is given the secret).
 
 It answers 200 unless told otherwise: per job, which status codes to answer, in order
 (``answer``), and how long to stall before answering (``stall``), so tests can make
-attempts fail, time out or succeed.
+attempts fail, time out or succeed. ``hold`` keeps every delivery that arrives waiting,
+unanswered, until ``release``: handlers that do not finish until a test says so.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ class Receiver:
         self._scripts: dict[str, list[int]] = defaultdict(list)
         self._stalls: dict[str, float] = {}
         self._lock = threading.Lock()
+        self._released = threading.Event()
+        self._released.set()
+        self._held = 0  # deliveries waiting for release() now
         self._server = _Server(("127.0.0.1", 0), self._handler_class())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -64,6 +68,7 @@ class Receiver:
         return self
 
     def stop(self) -> None:
+        self.release()
         self._server.shutdown()
         self._server.server_close()
 
@@ -83,6 +88,19 @@ class Receiver:
         with self._lock:
             self._stalls[job_id] = seconds
 
+    def hold(self) -> None:
+        """Keep every delivery that arrives from now on unanswered until ``release()``."""
+        self._released.clear()
+
+    def release(self) -> None:
+        """Let the deliveries held go on (each is recorded when it is answered)."""
+        self._released.set()
+
+    def held(self) -> int:
+        """Deliveries waiting for ``release()`` now."""
+        with self._lock:
+            return self._held
+
     def deliveries(self) -> list[Delivery]:
         with self._lock:
             return list(self._deliveries)
@@ -98,6 +116,12 @@ class Receiver:
     def _record(self, raw: bytes, headers) -> int:
         """Record one delivery; the status to answer (after the stall, if any)."""
         at = time.time()
+        if not self._released.is_set():
+            with self._lock:
+                self._held += 1
+            self._released.wait()
+            with self._lock:
+                self._held -= 1
         body = json.loads(raw)
         job_id = body.get("job_id", "")
         with self._lock:
