@@ -3,6 +3,8 @@
 One round (``dispatch_round``):
 
 1. capacity = batch size, less what the in-flight cap leaves (published, unfinished jobs);
+   at the cap, users with nothing in flight still get one job each
+   (``_claim_for_idle_users``);
 2. users with due jobs (a loose index scan: cost grows with users, not with jobs);
 3. each user's quota from the fair-share allocator and the users' weights; users below
    their weighted share of the in-flight cap go first (see ``_rooms``);
@@ -66,7 +68,7 @@ _MESSAGES_PER_PARTITION = 20
 _ERROR_BACKOFF_SECONDS = 1.0  # after a database or broker error, before the next round
 _UNACKNOWLEDGED_ROUNDS = 2  # full rounds of messages that may await acknowledgement
 ROUND_RECORD_INTERVAL = 1.0  # seconds; at most one write of the last round's time per shard
-# Seconds between counts of the shard's in-flight jobs (see _capacity).
+# Seconds between counts of the shard's in-flight jobs (see _in_flight).
 IN_FLIGHT_RECOUNT_INTERVAL = 0.25
 
 
@@ -154,7 +156,7 @@ class ShardDispatcher:
         self._next_round_record = 0.0
         self._shard_label = str(store.shard_id)
         self._unacknowledged = Unacknowledged()
-        # Jobs in flight per user, as last counted plus those claimed since (see _capacity).
+        # Jobs in flight per user, as last counted plus those claimed since (see _in_flight).
         self._user_in_flight: Counter[int] = Counter()
         self._recount_at = -math.inf  # clock time of the next count
         self._limit = config.max_in_flight  # this round's in-flight limit for the shard
@@ -337,9 +339,10 @@ class ShardDispatcher:
 
     def _dispatch_round(self) -> int:
         self._release_failed()
-        capacity = self._capacity()
-        if capacity <= 0:
+        broker_room = self._broker_room()
+        if broker_room <= 0:
             return 0
+        capacity = min(broker_room, self._room_in_flight())
         users = self.store.due_users(ahead=self.config.dispatch_ahead)
         weights = self.weights.weights_for(users) if users else {}
         self._backlogged.observe(weights)
@@ -347,7 +350,10 @@ class ShardDispatcher:
             return 0
         if not self._running.is_set():
             return 0  # paused (ZooKeeper connection suspended): claim nothing new
-        claimed = self._claim_fairly(capacity, users, weights)
+        if capacity > 0:
+            claimed = self._claim_fairly(capacity, users, weights)
+        else:
+            claimed = self._claim_for_idle_users(broker_room, users)
         if self.config.max_in_flight:
             self._user_in_flight.update(job.user_id for job in claimed)
         return self._publish(claimed, weights)
@@ -368,21 +374,25 @@ class ShardDispatcher:
                 extra={"shard": self.store.shard_id, "action": "release"},
             )
 
-    def _capacity(self) -> int:
+    def _broker_room(self) -> int:
+        """Jobs this round may publish as far as the broker goes: a round's worth, less
+        what it has not acknowledged yet beyond ``_UNACKNOWLEDGED_ROUNDS`` rounds."""
         limit = _UNACKNOWLEDGED_ROUNDS * self.config.batch_size
         if not self._unacknowledged.wait_below(limit, self.config.poll_interval):
             return 0  # the broker is behind: let it catch up before claiming more
-        capacity = min(self.config.batch_size, limit - self._unacknowledged.count)
-        if self.config.max_in_flight:
-            in_flight = self._in_flight()
-            limit = self.config.max_in_flight
-            if self._in_flight_limit is not None:
-                age = self.store.oldest_queued_age()
-                limit = self._in_flight_limit.update(oldest_queued_age=age)
-            metrics.IN_FLIGHT_LIMIT.labels(self._shard_label).set(limit)
-            self._limit = limit
-            capacity = min(capacity, limit - in_flight)
-        return capacity
+        return min(self.config.batch_size, limit - self._unacknowledged.count)
+
+    def _room_in_flight(self) -> float:
+        """Jobs the shard's in-flight limit leaves room for (0 or less: none)."""
+        if not self.config.max_in_flight:
+            return math.inf
+        limit = self.config.max_in_flight
+        if self._in_flight_limit is not None:
+            age = self.store.oldest_queued_age()
+            limit = self._in_flight_limit.update(oldest_queued_age=age)
+        metrics.IN_FLIGHT_LIMIT.labels(self._shard_label).set(limit)
+        self._limit = limit
+        return limit - self._in_flight()
 
     def _in_flight(self) -> int:
         """The shard's jobs in flight: counted at most every ``IN_FLIGHT_RECOUNT_INTERVAL``,
@@ -459,6 +469,25 @@ class ShardDispatcher:
             if not batch:
                 break
         self.allocator.settle(extra=extra, drained=drained)
+        return claimed
+
+    def _claim_for_idle_users(self, room: int, users: list[int]) -> list[ClaimedJob]:
+        """At the in-flight limit: one job for each due user with none in flight.
+
+        The limit keeps a flood's jobs waiting in the database rather than in the broker;
+        it must not keep a user with nothing in flight waiting behind them. Held to it,
+        the job of a user who creates it due now during another user's flood waited for
+        the flood's jobs to finish and be counted (``IN_FLIGHT_RECOUNT_INTERVAL``), then
+        for a round: from its due time to its dispatch p99 299-531 ms in four runs, and
+        140-169 ms in three with this (deploy/bench light_user_due_now). Such a user then
+        has a job in flight and waits for room like everyone else, so the limit is passed
+        by at most one job per due user.
+        """
+        idle = [user for user in users if self._user_in_flight.get(user, 0) <= 0][:room]
+        if not idle:
+            return []
+        claimed, _ = self._claim(dict.fromkeys(idle, 1))
+        metrics.JOBS_PAST_THE_LIMIT.labels(self._shard_label).inc(len(claimed))
         return claimed
 
     def _claim(self, quotas: dict[int, int]) -> tuple[list[ClaimedJob], list[int]]:

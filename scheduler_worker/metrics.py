@@ -30,6 +30,11 @@ IN_FLIGHT_LIMIT = Gauge(
     "How many jobs of the shard may be in flight now (follows the age of the oldest queued)",
     ["shard"],
 )
+JOBS_PAST_THE_LIMIT = Counter(
+    "jobsvc_jobs_dispatched_past_the_limit",
+    "Jobs dispatched at the in-flight limit: one each for users with nothing in flight",
+    ["shard"],
+)
 SHARD_OWNED = Gauge("jobsvc_shard_owned", "1 while this worker owns the shard", ["shard"])
 SHARDS_CONFIGURED = Gauge("jobsvc_shards_configured", "Shards in the pool")
 SHARD_FAILING = Gauge(

@@ -98,6 +98,13 @@ WEBHOOK_FLOOD_JOBS = 8_000
 WEBHOOK_LIGHT_SPACING = 0.3  # seconds between the light webhooks' due times
 WEBHOOK_FLOOD_LEFT = 200  # flood jobs still to start when a light webhook is due, at least
 
+# A flood of webhooks held unanswered by the receiver, over every shard (a bulk request of
+# this size is dealt over the shards), and a cap they fill: 2 per shard, 8 threads of the
+# executors' 2 x 16.
+HELD_FLOOD = 400
+HELD_CAP = 2
+HELD_LIGHT_TIMEOUT = 20.0  # seconds for the light job to run while the cap is held
+
 WORKER_ENV = {"JOBSVC_LOG_LEVEL": "WARNING"}  # a log line per job would cost the drain
 # Bulk creates past 1,000 jobs/s, and webhooks to the receiver on loopback (the workers'
 # FAST_FAILURE_TIMINGS allow those too).
@@ -236,13 +243,55 @@ def test_a_light_users_webhook_starts_promptly_behind_a_webhook_flood(
     assert max(wait for wait, _ in waits) <= LIGHT_WAIT_LIMIT, table
 
 
+def test_a_user_with_nothing_in_flight_gets_a_job_started_while_the_in_flight_cap_is_full(
+    make_user, start_worker, receiver
+):
+    # Every shard's in-flight cap is held by another user's webhooks, which do not finish
+    # until the receiver releases them: no room frees up. A job created due now by a user
+    # with nothing in flight must still start (it waited for the room before).
+    heavy, light = make_user().pk, make_user().pk
+    receiver.hold()
+    cap = {"JOBSVC_SCHEDULER_MAX_IN_FLIGHT_PER_SHARD": str(HELD_CAP)}
+    workers = start_workers(start_worker, env=cap)
+    webhook = {"handler": "http", "handler_params": {"url": receiver.url}}
+    with serving_api(env=API_ENV) as api:
+        heavy_client = logged_in(api, heavy)
+        flood = heavy_client.create_jobs(  # dealt over every shard (JOBSVC_BULK_SPREAD_...)
+            [JobSpec(message="held", execute_at=datetime.now(UTC), **webhook)] * HELD_FLOOD
+        )
+        cap_full = HELD_CAP * len(shard_ids())
+
+        def cap_full_everywhere() -> bool:
+            alive_or_fail(workers)
+            return receiver.held() >= cap_full
+
+        wait_until(cap_full_everywhere, timeout=LEASE_TIMEOUT, what="every shard's cap is held")
+        light_client = logged_in(api, light)
+        job = light_client.create_job(message="light", execute_at=datetime.now(UTC))
+
+        def light_job_done() -> bool:
+            alive_or_fail(workers)
+            return light_client.get_job(job.id).status == "succeeded"
+
+        # Before the held webhooks time out (30 s at most) and free their room.
+        wait_until(light_job_done, timeout=HELD_LIGHT_TIMEOUT, what="the light user's job ran")
+        assert receiver.held() == cap_full, "the flood's webhooks did not stay held"
+        assert not receiver.deliveries(), "a flood job finished: room was freed"
+
+        receiver.release()  # nothing is lost: every held and waiting flood job runs
+        wait_until_finished([heavy], workers, due=time.time())
+    assert Counter(row.status for row in job_rows([heavy])) == {"succeeded": HELD_FLOOD}
+    assert set(receiver.count_by_job()) == {flood_job.id for flood_job in flood}
+
+
 # --- the stack ---------------------------------------------------------------------------
 
 
-def start_workers(start_worker) -> list:
+def start_workers(start_worker, *, env: dict[str, str] | None = None) -> list:
     """Two executors and two schedulers; the schedulers share the shards between them."""
-    executors = [start_worker("executor", f"executor-{n}", env=WORKER_ENV) for n in "ab"]
-    schedulers = [start_worker("scheduler", f"scheduler-{n}", env=WORKER_ENV) for n in "ab"]
+    env = WORKER_ENV | (env or {})
+    executors = [start_worker("executor", f"executor-{n}", env=env) for n in "ab"]
+    schedulers = [start_worker("scheduler", f"scheduler-{n}", env=env) for n in "ab"]
     return executors + schedulers
 
 

@@ -217,20 +217,25 @@ def test_a_user_whose_jobs_start_slowly_cannot_fill_the_shards_in_flight_limit()
     assert min(dispatched_to_fast[5:]) == 50  # a whole batch every round, for ever
 
 
-def test_a_user_new_to_a_full_shard_gets_room_as_the_others_finish():
+def test_a_user_with_nothing_in_flight_gets_a_job_past_a_full_shards_limit_at_once():
     shard = InMemoryShard()
     shard.add(1, FLOOD)
     rounds = dispatcher(shard, {}, batch_size=100, max_in_flight=100)
     rounds.dispatch_round()
     assert shard.flying[1] == 100
 
-    shard.add(2, 1)  # a light user, due while the shard is full
+    shard.add(2, 3)  # a light user, due while the shard is full
+    shard.add(3, 1)  # and another
     rounds.dispatch_round()
-    assert shard.claimed[2] == 0  # no room until something finishes
+    assert shard.claimed == {1: 100, 2: 1, 3: 1}  # one each, the flood none
+    rounds.dispatch_round()
+    assert shard.claimed == {1: 100, 2: 1, 3: 1}  # now in flight: they wait for room too
+
     shard.finish(1)
+    shard.finish(2)
     rounds.dispatch_round()
-    assert shard.claimed[2] == 1
-    assert shard.flying[1] == 99  # the flood fills the rest of the limit
+    assert shard.claimed[2] == 3  # its last two, first: it is furthest below its share
+    assert shard.flying[1] == 100 - 2 - 1  # the flood fills the rest of the limit
 
 
 def test_between_counts_of_the_jobs_in_flight_the_jobs_claimed_count_against_the_limit():
