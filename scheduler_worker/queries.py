@@ -1,7 +1,7 @@
 """The SQL a scheduler runs against one shard, as named queries.
 
-Every write is made inside a transaction that first locks the shard's lease row with
-``FOR SHARE`` and checks its epoch (``LOCK_LEASE``). A new owner's ``ACQUIRE_LEASE``
+Every write is made inside a transaction that, before writing, locks the shard's lease
+row with ``FOR SHARE`` and checks its epoch (``LOCK_LEASE``). A new owner's ``ACQUIRE_LEASE``
 needs that row exclusively, so it waits for any write in progress and every later write
 of the old owner sees the new epoch and is refused: the fence.
 """
@@ -17,6 +17,9 @@ ACQUIRE_LEASE = """
 """
 
 LOCK_LEASE = "SELECT epoch FROM jobs_shard_lease WHERE shard_id = %(shard_id)s FOR SHARE"
+
+# The epoch without a lock: a check before work that is fenced with LOCK_LEASE later.
+READ_LEASE = "SELECT epoch FROM jobs_shard_lease WHERE shard_id = %(shard_id)s"
 
 # The owner's dispatch rounds, for the admin's cluster page; a stale owner changes nothing.
 RECORD_ROUND = """
@@ -172,13 +175,15 @@ PURGE_BULK_DECISIONS = """
                       LIMIT %(limit)s)
 """
 
+# Rows another transaction holds are skipped: a previous owner, paused while it publishes
+# their dead letters, must not stall the next owner's sweep (nor its dispatch rounds).
 ABANDONED_EXHAUSTED = """
     SELECT id, user_id, attempts, max_attempts, handler, handler_params, message,
            execute_at, created_at, attempt_errors
       FROM jobs
      WHERE status = 'running' AND lease_expires_at < now() AND attempts >= max_attempts
      LIMIT %(limit)s
-       FOR UPDATE
+       FOR UPDATE SKIP LOCKED
 """
 
 FAIL_ABANDONED = """

@@ -20,8 +20,9 @@ from scheduler_worker.errors import ShardFenced
 # a GC pause, a stopped VM) would otherwise keep the next owner's ACQUIRE_LEASE waiting
 # until it resumed. Shorter than the ZooKeeper session timeout (JOBSVC_ZK_SESSION_TIMEOUT_
 # SECONDS, 4-5 s), so the lock is gone by the time another worker is given the shard. Our
-# statements follow each other within milliseconds; only fail_abandoned waits longer (it
-# publishes inside the transaction) and extends the limit by its publish timeout.
+# statements follow each other within milliseconds. fail_abandoned publishes inside its
+# transaction and extends the limit by its publish timeout meanwhile, but it locks the
+# lease row only after publishing, under this limit again.
 IDLE_IN_TRANSACTION_TIMEOUT = 2.0
 
 
@@ -170,12 +171,17 @@ class ShardStore:
     ) -> int:
         """Fail dead executors' jobs that have no attempts left, dead-lettering them first.
 
-        The rows stay locked while ``dead_letter`` publishes (for at most
+        The jobs' rows stay locked while ``dead_letter`` publishes (for at most
         ``dead_letter_timeout`` seconds); if it fails, nothing changes and the next sweep
-        tries again.
+        tries again. The lease row is locked only once the letters are acknowledged, so an
+        owner paused while publishing keeps the next owner waiting no longer than any other
+        write does (IDLE_IN_TRANSACTION_TIMEOUT). If the shard was taken over meanwhile,
+        ShardFenced is raised and nothing changes: the new owner fails the jobs (their
+        letters are then published twice, as after any publish whose commit is lost).
         """
-        idle_timeout = IDLE_IN_TRANSACTION_TIMEOUT + dead_letter_timeout
-        with self._fenced(epoch, idle_timeout=idle_timeout) as cursor:
+        with transaction.atomic(using=self.alias), self._cursor() as cursor:
+            self._limit_idle(cursor, IDLE_IN_TRANSACTION_TIMEOUT + dead_letter_timeout)
+            self._check_epoch(cursor, epoch, queries.READ_LEASE)
             cursor.execute(queries.ABANDONED_EXHAUSTED, {"limit": limit})
             jobs = [
                 replace(
@@ -187,6 +193,8 @@ class ShardStore:
             ]
             if not jobs or not dead_letter(jobs):
                 return 0
+            self._limit_idle(cursor, IDLE_IN_TRANSACTION_TIMEOUT)
+            self._check_epoch(cursor, epoch, queries.LOCK_LEASE)
             cursor.execute(
                 queries.FAIL_ABANDONED,
                 {"job_ids": [job.job_id for job in jobs], "error": queries.LOST_ATTEMPT_ERROR},
@@ -200,17 +208,25 @@ class ShardStore:
         return connections[self.alias].cursor()
 
     @contextmanager
-    def _fenced(self, epoch: int, *, idle_timeout: float = IDLE_IN_TRANSACTION_TIMEOUT) -> Iterator:
+    def _fenced(self, epoch: int) -> Iterator:
         """A transaction that holds the lease row shared and proceeds only under ``epoch``.
 
-        PostgreSQL ends it if it sits idle for ``idle_timeout`` seconds (see
-        IDLE_IN_TRANSACTION_TIMEOUT); the caller then gets a DatabaseError.
+        PostgreSQL ends it if it sits idle for IDLE_IN_TRANSACTION_TIMEOUT seconds; the
+        caller then gets a DatabaseError.
         """
         with transaction.atomic(using=self.alias), self._cursor() as cursor:
-            cursor.execute(queries.LIMIT_IDLE_TRANSACTION, {"ms": round(idle_timeout * 1000)})
-            cursor.execute(queries.LOCK_LEASE, {"shard_id": self.shard_id})
-            row = cursor.fetchone()
-            current = None if row is None else row[0]
-            if current != epoch:
-                raise ShardFenced(f"shard {self.shard_id}: epoch is {current}, ours is {epoch}")
+            self._limit_idle(cursor, IDLE_IN_TRANSACTION_TIMEOUT)
+            self._check_epoch(cursor, epoch, queries.LOCK_LEASE)
             yield cursor
+
+    @staticmethod
+    def _limit_idle(cursor, seconds: float) -> None:
+        """From now on in this transaction, PostgreSQL ends it after ``seconds`` idle."""
+        cursor.execute(queries.LIMIT_IDLE_TRANSACTION, {"ms": round(seconds * 1000)})
+
+    def _check_epoch(self, cursor, epoch: int, read_lease: str) -> None:
+        cursor.execute(read_lease, {"shard_id": self.shard_id})
+        row = cursor.fetchone()
+        current = None if row is None else row[0]
+        if current != epoch:
+            raise ShardFenced(f"shard {self.shard_id}: epoch is {current}, ours is {epoch}")

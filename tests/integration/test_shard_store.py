@@ -641,6 +641,65 @@ def test_an_owner_frozen_inside_a_write_does_not_keep_the_next_owner_out(shard):
     assert _job(job_id).status == "scheduled"
 
 
+def test_an_owner_frozen_while_publishing_dead_letters_does_not_keep_the_next_owner_out(shard):
+    """The dead-letter publish may take the whole publish timeout (10 s by default), longer
+    than a ZooKeeper session: an owner paused inside it must not hold the lease row, nor
+    stall the next owner's sweep, and its late write must not count."""
+    old = shard.acquire_lease(owner="worker-a")
+    [job_id] = _jobs(5, -5, status="running", attempts=3, max_attempts=3, lease=EXPIRED)
+    publishing, unfreeze = threading.Event(), threading.Event()
+    frozen_outcome: list[BaseException | int] = []
+
+    def frozen_publish(jobs: list[AbandonedJob]) -> bool:
+        publishing.set()
+        unfreeze.wait()  # the process is stopped here, the letters not yet acknowledged
+        return True
+
+    def frozen_owner() -> None:
+        try:
+            frozen_outcome.append(shard.fail_abandoned(epoch=old, dead_letter=frozen_publish))
+        except ShardFenced as exc:
+            frozen_outcome.append(exc)
+        finally:
+            connections.close_all()
+
+    frozen = threading.Thread(target=frozen_owner)
+    frozen.start()
+    assert publishing.wait(10)
+    next_owner: list[int] = []
+    letters: list[list[str]] = []
+
+    def take_over_and_sweep() -> None:
+        store = ShardStore(alias=ALIAS, shard_id=SHARD)
+        try:
+            epoch = store.acquire_lease(owner="worker-b")
+            next_owner.append(epoch)
+            next_owner.append(
+                store.fail_abandoned(
+                    epoch=epoch,
+                    dead_letter=lambda jobs: letters.append([j.job_id for j in jobs]) or True,
+                )
+            )
+        finally:
+            connections.close_all()
+
+    taker = threading.Thread(target=take_over_and_sweep)
+    taker.start()
+    taker.join(IDLE_IN_TRANSACTION_TIMEOUT + 5)
+    while_frozen = list(next_owner)
+    unfreeze.set()
+    frozen.join(10)
+    taker.join(10)
+
+    assert while_frozen == [old + 1, 0], "the next owner waited for the frozen one"
+    [outcome] = frozen_outcome
+    assert isinstance(outcome, ShardFenced), "the frozen owner's late write was fenced off"
+    assert _job(job_id).status == "running", "left for the new owner, untouched"
+    assert shard.fail_abandoned(epoch=old + 1, dead_letter=lambda jobs: True) == 1
+    assert _job(job_id).status == "failed"
+    assert letters == []
+
+
 def test_oldest_queued_age_is_the_wait_of_the_longest_waiting_published_job(shard):
     assert shard.oldest_queued_age() is None
     [older, newer] = _jobs(1, -5, -5, status="queued", lease=VALID)
