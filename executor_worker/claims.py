@@ -124,6 +124,12 @@ class ClaimStore:
             cursor.execute(queries.FAIL, params)
             return {(job_id, attempt) for job_id, attempt in cursor.fetchall()}
 
+    def allow_idle(self, seconds: float) -> None:
+        """Inside a transaction: PostgreSQL ends it only after ``seconds`` idle, for the
+        rest of it (JOBSVC_DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS otherwise)."""
+        with connections[self.alias].cursor() as cursor:
+            cursor.execute(queries.LIMIT_IDLE_TRANSACTION, {"ms": round(seconds * 1000)})
+
     def close(self) -> None:
         connections[self.alias].close()
 

@@ -123,6 +123,9 @@ class ExecutorConfig:
     drain_timeout: float  # seconds running attempts get to finish at shutdown
     publish_timeout: float  # seconds to wait for the dead-letter topic's acknowledgement
     unhealthy_after: float = 10.0  # seconds a shard or the DLQ may fail before /readyz does
+    # Seconds the server lets our transactions sit idle (JOBSVC_DB_IDLE_IN_TRANSACTION_
+    # TIMEOUT_SECONDS; 0: no limit); publishing dead letters inside one extends it.
+    idle_transaction_limit: float = 0.0
     read_ahead: int = 40000  # messages held before their claim, taken in fair order
     claim_batch: int = 1000  # messages taken from the read-ahead per turn, to be claimed
 
@@ -651,6 +654,10 @@ class ExecutorWorker:
         topic = self.config.dead_letter_topic
         try:
             with transaction.atomic(using=store.alias):
+                if self.config.idle_transaction_limit:  # idle while the letters go out
+                    store.allow_idle(
+                        self.config.idle_transaction_limit + self.config.publish_timeout
+                    )
                 changed = store.fail([outcome for outcome, _ in finals])
                 letters = [
                     _dead_letter(outcome)

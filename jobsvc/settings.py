@@ -105,6 +105,16 @@ DB_CONNECT_TIMEOUT = env_int("JOBSVC_DB_CONNECT_TIMEOUT", 5, minimum=1)  # secon
 # lock wait or a runaway query from holding a request or a worker thread for good;
 # migrate_all lifts it for index builds.
 DB_STATEMENT_TIMEOUT = env_float("JOBSVC_DB_STATEMENT_TIMEOUT_SECONDS", 30.0, minimum=0.0)
+# A transaction left idle this long is ended by the server (0: no limit). A process paused
+# inside one (SIGSTOP, a GC pause, a stopped VM) would otherwise hold its row locks until
+# it woke: an executor's claimed jobs, which another executor claims once the consumer
+# group gives it the partitions (after the consumer session, 6 s), and the schedulers'
+# sweeps and the API's cancels wait on too. Below that session; our transactions go from
+# one statement to the next within milliseconds, and the two that publish inside (dead
+# letters) raise the limit for themselves by their publish timeout.
+DB_IDLE_IN_TRANSACTION_TIMEOUT = env_float(
+    "JOBSVC_DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS", 5.0, minimum=0.0
+)
 # TCP keepalives: a server that vanished without closing the connection (a failed host, a
 # partition, a failover behind a virtual IP) is found dead after idle + count x interval
 # seconds, instead of the kernel's two hours, and the waiting query fails.
@@ -126,8 +136,12 @@ def _database(url: str, *, name: str) -> dict[str, object]:
         "keepalives_count": DB_KEEPALIVES_COUNT,
         **database["OPTIONS"],
     }
-    statement_timeout = f"-c statement_timeout={round(DB_STATEMENT_TIMEOUT * 1000)}"
-    options["options"] = " ".join(filter(None, [statement_timeout, options.get("options")]))
+    timeouts = (
+        f"-c statement_timeout={round(DB_STATEMENT_TIMEOUT * 1000)}"
+        " -c idle_in_transaction_session_timeout="
+        f"{round(DB_IDLE_IN_TRANSACTION_TIMEOUT * 1000)}"
+    )
+    options["options"] = " ".join(filter(None, [timeouts, options.get("options")]))
     database["OPTIONS"] = options
     return database
 

@@ -14,11 +14,14 @@ import uuid
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from django.conf import settings
+from django.db import connections
 
 from deploy.bench.processes import WorkerProcess
+from jobsvc.env import env_database_urls
+from jobsvc.sharding.shards import shard_aliases
 from scheduler_worker.queries import LOST_ATTEMPT_ERROR
 from tests.e2e.conftest import FAST_TIMINGS, JOBS_PARTITIONS, Messaging
-from tests.e2e.jobs import all_jobs, create, spec, status_counts
+from tests.e2e.jobs import all_jobs, create, due_in, spec, status_counts
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
@@ -162,3 +165,72 @@ def test_a_job_still_running_when_the_drain_ends_is_handed_back(make_user, start
     wait_until(lambda: len(receiver.of(slow)) == 2, timeout=10, what="both deliveries")
     assert sorted(d.attempt for d in receiver.of(slow)) == [1, 2]
     assert {d.idempotency_key for d in receiver.of(slow)} == {slow}
+
+
+def _tagged_database_urls(application_name: str) -> str:
+    """The shard URLs with ``application_name`` set, to find that worker's sessions."""
+    return ",".join(
+        f"{url}{'&' if '?' in url else '?'}application_name={application_name}"
+        for url in env_database_urls("JOBSVC_SHARD_DB_URLS", "")
+    )
+
+
+def _open_transactions(application_name: str) -> int:
+    """Sessions of that name inside a transaction, over every shard."""
+    count = 0
+    for alias in shard_aliases():
+        with connections[alias].cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+                " AND datname = current_database() AND xact_start IS NOT NULL",
+                [application_name],
+            )
+            count += cursor.fetchone()[0]
+    return count
+
+
+def _freeze_inside_a_transaction(worker: WorkerProcess, name: str, *, tries: int = 200) -> bool:
+    """SIGSTOP the worker while one of its sessions is inside a transaction: True once
+    it is stopped so (a stopped client's transaction cannot end by itself)."""
+    for _ in range(tries):
+        wait_until(lambda: _open_transactions(name) > 0, timeout=RUN_TIMEOUT, what="a claim")
+        worker.pause()
+        if _open_transactions(name) > 0:
+            return True
+        worker.resume()  # it committed in between: try again
+    return False
+
+
+FROZEN_FLOOD = 6000  # no-op jobs: both executors claim batches of them back to back
+
+
+def test_an_executor_frozen_inside_a_claim_does_not_stall_the_other(make_user, start_worker):
+    """A paused process (SIGSTOP, a GC pause, a stopped VM) that claimed jobs holds their
+    rows locked. Once the consumer group gives its partitions to the other executor, that
+    one claims the same jobs: it must get them, and every job must run, while the frozen
+    executor stays frozen."""
+    start_worker("scheduler", "scheduler-a")
+    frozen = start_worker(
+        "executor",
+        "executor-a",
+        env={"JOBSVC_SHARD_DB_URLS": _tagged_database_urls("executor-a")},
+    )
+    survivor = start_worker("executor", "executor-b")
+    wait_until(
+        lambda: assignment(frozen) and assignment(survivor),
+        timeout=RUN_TIMEOUT,
+        what="both executors hold partitions",
+    )
+    user = make_user()
+    ids = create(user.pk, [spec(due=due_in(1.0)) for _ in range(FROZEN_FLOOD)])
+
+    assert _freeze_inside_a_transaction(frozen, "executor-a"), "never caught inside a claim"
+    wait_until(
+        lambda: status_counts()["succeeded"] == len(ids),
+        timeout=60,
+        what="every job ran while one executor stayed frozen",
+    )
+    frozen.resume()
+
+    assert {job.attempts for job in all_jobs()} == {1}
+    assert frozen.alive() and survivor.alive()

@@ -75,6 +75,7 @@ class Command(BaseCommand):
                 lease_grace_seconds=settings.EXECUTOR_LEASE_GRACE,
                 drain_timeout=settings.EXECUTOR_DRAIN_TIMEOUT,
                 publish_timeout=settings.EXECUTOR_PUBLISH_TIMEOUT,
+                idle_transaction_limit=settings.DB_IDLE_IN_TRANSACTION_TIMEOUT,
                 unhealthy_after=settings.EXECUTOR_UNHEALTHY_AFTER,
             ),
             runner=AttemptRunner(
