@@ -10,8 +10,8 @@ One round (``dispatch_round``):
    their weighted share of the in-flight cap go first (see ``_rooms``);
 4. claim: mark up to that many of each user's oldest due jobs queued, fenced by our epoch;
    capacity a user could not use goes to the others in a second pass;
-5. send the claimed jobs to the broker, users interleaved by weight and dealt to one
-   partition per ``_MESSAGES_PER_PARTITION`` jobs (``_partitions``), without waiting for
+5. send the claimed jobs to the broker, users interleaved by weight and dealt over a few
+   partitions (``scheduler_worker.partition_deal``), without waiting for
    its acknowledgements: the next round starts at once (waiting would add the broker's
    round trip, tens of milliseconds, to every job's dispatch). The jobs of messages the
    broker failed are made due again at the start of the next round. At most
@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import logging
 import math
-import random
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -54,8 +53,9 @@ from scheduler_worker import metrics
 from scheduler_worker.acknowledgements import Unacknowledged
 from scheduler_worker.dispatch_metrics import BackloggedGauges, observe_dispatched
 from scheduler_worker.errors import ShardFenced
-from scheduler_worker.fair_share import FairShareAllocator, interleave, weight_of
+from scheduler_worker.fair_share import FairShareAllocator, weight_of
 from scheduler_worker.in_flight import InFlightLimit
+from scheduler_worker.partition_deal import in_send_order, pick_partitions
 from scheduler_worker.shard_store import ClaimedJob, ShardStore
 from scheduler_worker.sweeper import ShardSweeper
 from scheduler_worker.weights import WeightBook
@@ -63,8 +63,6 @@ from scheduler_worker.weights import WeightBook
 logger = logging.getLogger(__name__)
 
 _MAX_CLAIM_PASSES = 3
-# A round goes to one partition for each this many of its messages (see _partitions).
-_MESSAGES_PER_PARTITION = 20
 _ERROR_BACKOFF_SECONDS = 1.0  # after a database or broker error, before the next round
 _UNACKNOWLEDGED_ROUNDS = 2  # full rounds of messages that may await acknowledgement
 ROUND_RECORD_INTERVAL = 1.0  # seconds; at most one write of the last round's time per shard
@@ -508,16 +506,8 @@ class ShardDispatcher:
         by_user: dict[int, list[ClaimedJob]] = defaultdict(list)
         for job in claimed:
             by_user[job.user_id].append(job)
-        picked = self._partitions(len(claimed))
-        partitions: list[int] | None = None
-        if picked is None:
-            ordered = interleave(by_user, weights)
-        else:  # each partition's jobs in fair order
-            ordered, partitions = [], []
-            for partition, hand in zip(picked, _deal(by_user, len(picked)), strict=True):
-                batch = interleave(hand, weights)
-                ordered.extend(batch)
-                partitions.extend([partition] * len(batch))
+        picked = pick_partitions(self.producer.partition_count(self.config.topic), len(claimed))
+        ordered, partitions = in_send_order(by_user, weights, picked)
         messages = [
             (job.job_id.encode(), self._message(job, weight_of(weights, job.user_id)).encode())
             for job in ordered
@@ -538,33 +528,6 @@ class ShardDispatcher:
         )
         return len(ordered)
 
-    def _partitions(self, messages: int) -> list[int] | None:
-        """The partitions a round of ``messages`` goes to: one for each
-        ``_MESSAGES_PER_PARTITION`` messages, up to all of them, picked at random (None:
-        each message to its key's, while the topic's partitions are not known). The round
-        is dealt to them by ``_deal``.
-
-        Keys spread a round over every partition, so a small round becomes a batch of one or
-        two messages per partition. Tansu, the local broker, pays for every stored batch on
-        every fetch: at the design peak (1,389 jobs/s, rounds of about 17 jobs a shard) it
-        used 0.2-0.8 of a core, growing with its log, and the whole stack 1.3-1.85 of the 2
-        cores; with one batch per partition and round, Tansu 0.14-0.18 and the stack
-        0.84-1.12, and started - due p99 fell from 267 to 65 ms (deploy/bench
-        dispatch_lateness; the reports are in
-        deploy/bench/results/2026-11-24/5-design-peak-partitions.md). Fewer, larger batches
-        cost Apache Kafka less too (the reason for its sticky partitioner, KIP-480). A large
-        round still goes to several partitions, and so to several executors: a flood's
-        rounds sent whole, to the next partition each time, drained 100,000 jobs in 11.6 s
-        against 9.0 s keyed. A round of 240 or more goes to every partition. Which
-        partition a job is in decides nothing else: executors read every partition ahead of
-        what they run and start what they hold in fair order.
-        """
-        count = self.producer.partition_count(self.config.topic)
-        if not count:
-            return None
-        runs = min(count, math.ceil(messages / _MESSAGES_PER_PARTITION))
-        return random.sample(range(count), runs)
-
     def _message(self, job: ClaimedJob, weight: float) -> JobMessage:
         return JobMessage(
             job_id=job.job_id,
@@ -578,36 +541,3 @@ class ShardDispatcher:
             priority=job.priority,
             handler=job.handler,
         )
-
-
-def _deal(by_user: dict[int, list[ClaimedJob]], hands: int) -> list[dict[int, list[ClaimedJob]]]:
-    """Deal a round's jobs into ``hands`` (one per partition), each with the same share of
-    every user's jobs (to within one job) and of the round.
-
-    As if dealing cards, one user's jobs after another's, hand by hand (a user with fewer
-    jobs than hands gives them to the next hands in turn); but each hand gets a
-    consecutive slice of a user's jobs, not every n-th one. Dealt every n-th job, a
-    100,000-job flood drained in 7.5 and 8.4 s against 6.4 and 7.7 s cut into runs, in
-    two alternated pairs of runs (deploy/bench light_user_wait); consecutive slices, in
-    7.9 and 6.9 s against 9.5 and 9.4 s. A likely cause, not shown: a user's consecutive
-    jobs sit together in the table, and the two executors then update alternate rows of
-    the same pages.
-
-    Cut into consecutive runs of the round's fair order instead, a round whose fair order
-    ended with one user's jobs (the others had fewer due) gave that user's jobs to few
-    partitions, so to one executor more than the other; the user's webhooks then ran out
-    on one executor while hundreds waited on the other, and its share of the started jobs
-    fell from 0.571 to 0.42 in the last seconds of its backlog
-    (tests/e2e/test_fairness_end_to_end.py).
-    """
-    dealt: list[dict[int, list[ClaimedJob]]] = [{} for _ in range(hands)]
-    next_hand = 0
-    for user in sorted(by_user):
-        jobs = by_user[user]
-        start = 0
-        for turn in range(min(hands, len(jobs))):
-            size = len(jobs) // hands + (turn < len(jobs) % hands)
-            dealt[(next_hand + turn) % hands][user] = jobs[start : start + size]
-            start += size
-        next_hand = (next_hand + len(jobs)) % hands
-    return dealt
