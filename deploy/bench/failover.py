@@ -92,6 +92,7 @@ FAST_TIMINGS = {
 }
 
 
+@dataclass(frozen=True)
 class Timeline:
     """Wall-clock (Unix) seconds: ``start`` is when the first job is due."""
 
