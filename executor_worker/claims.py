@@ -11,6 +11,7 @@ from django.db import connections, transaction
 
 from executor_worker import queries
 from jobsvc.jobs.store import from_jsonb
+from jobsvc.postgresql.transaction_limits import limit_idle
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ class ClaimStore:
         """Inside a transaction: PostgreSQL ends it only after ``seconds`` idle, for the
         rest of it (JOBSVC_DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS otherwise)."""
         with connections[self.alias].cursor() as cursor:
-            cursor.execute(queries.LIMIT_IDLE_TRANSACTION, {"ms": round(seconds * 1000)})
+            limit_idle(cursor, seconds)
 
     def close(self) -> None:
         connections[self.alias].close()

@@ -5,12 +5,6 @@ message, a message from an earlier attempt, or an outcome reported after the swe
 the attempt up changes nothing.
 """
 
-# For the rest of this transaction: PostgreSQL ends it after this long idle (the server's
-# idle_in_transaction_session_timeout otherwise, JOBSVC_DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS).
-LIMIT_IDLE_TRANSACTION = (
-    "SELECT set_config('idle_in_transaction_session_timeout', %(ms)s::text, true)"
-)
-
 # Start the attempts named in the messages: (job_id, attempt) pairs.
 CLAIM = """
     UPDATE jobs

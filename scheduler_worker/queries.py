@@ -27,11 +27,6 @@ RECORD_ROUND = """
      WHERE shard_id = %(shard_id)s AND epoch = %(epoch)s
 """
 
-# For this transaction only: a paused client must not hold the lease row's lock for long.
-LIMIT_IDLE_TRANSACTION = (
-    "SELECT set_config('idle_in_transaction_session_timeout', %(ms)s::text, true)"
-)
-
 # For the backlog gauge only (every sweep): counting stops at a million.
 COUNT_DUE = """
     SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'scheduled' AND due_at <= now()

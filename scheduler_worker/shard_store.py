@@ -12,6 +12,7 @@ from django.db import connections, transaction
 
 from jobsvc.jobs.priorities import PRIORITY_DEFAULT
 from jobsvc.jobs.store import from_jsonb
+from jobsvc.postgresql.transaction_limits import limit_idle
 from scheduler_worker import queries
 from scheduler_worker.errors import ShardFenced
 
@@ -180,7 +181,7 @@ class ShardStore:
         letters are then published twice, as after any publish whose commit is lost).
         """
         with transaction.atomic(using=self.alias), self._cursor() as cursor:
-            self._limit_idle(cursor, IDLE_IN_TRANSACTION_TIMEOUT + dead_letter_timeout)
+            limit_idle(cursor, IDLE_IN_TRANSACTION_TIMEOUT + dead_letter_timeout)
             self._check_epoch(cursor, epoch, queries.READ_LEASE)
             cursor.execute(queries.ABANDONED_EXHAUSTED, {"limit": limit})
             jobs = [
@@ -193,7 +194,7 @@ class ShardStore:
             ]
             if not jobs or not dead_letter(jobs):
                 return 0
-            self._limit_idle(cursor, IDLE_IN_TRANSACTION_TIMEOUT)
+            limit_idle(cursor, IDLE_IN_TRANSACTION_TIMEOUT)
             self._check_epoch(cursor, epoch, queries.LOCK_LEASE)
             cursor.execute(
                 queries.FAIL_ABANDONED,
@@ -215,14 +216,9 @@ class ShardStore:
         caller then gets a DatabaseError.
         """
         with transaction.atomic(using=self.alias), self._cursor() as cursor:
-            self._limit_idle(cursor, IDLE_IN_TRANSACTION_TIMEOUT)
+            limit_idle(cursor, IDLE_IN_TRANSACTION_TIMEOUT)
             self._check_epoch(cursor, epoch, queries.LOCK_LEASE)
             yield cursor
-
-    @staticmethod
-    def _limit_idle(cursor, seconds: float) -> None:
-        """From now on in this transaction, PostgreSQL ends it after ``seconds`` idle."""
-        cursor.execute(queries.LIMIT_IDLE_TRANSACTION, {"ms": round(seconds * 1000)})
 
     def _check_epoch(self, cursor, epoch: int, read_lease: str) -> None:
         cursor.execute(read_lease, {"shard_id": self.shard_id})

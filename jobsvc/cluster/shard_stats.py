@@ -15,6 +15,7 @@ from datetime import datetime
 from django.db import connections, transaction
 
 from jobsvc.jobs.models import JobStatus
+from jobsvc.postgresql.transaction_limits import limit_statements
 from jobsvc.sharding.shards import shard_alias
 
 COUNT_LIMIT = 100_000  # jobs; above it the page says "100,000+"
@@ -33,7 +34,6 @@ _COUNT_IN_FLIGHT = f"""
                            WHERE status IN ('{JobStatus.QUEUED}', '{JobStatus.RUNNING}')
                            LIMIT %(limit)s) AS in_flight
 """
-_STATEMENT_TIMEOUT = "SELECT set_config('statement_timeout', %(ms)s::text, true)"
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def shard_stats(*, shard_id: int, timeout: float) -> ShardStats:
     alias = shard_alias(shard_id)
     params = {"shard_id": shard_id, "limit": COUNT_LIMIT}
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        cursor.execute(_STATEMENT_TIMEOUT, {"ms": round(timeout * 1000)})
+        limit_statements(cursor, timeout)
         cursor.execute(_LEASE, params)
         lease = cursor.fetchone()
         cursor.execute("SELECT now()")
