@@ -17,6 +17,7 @@ from django.core.management import call_command
 from django.db import connections
 from rest_framework.test import APIClient
 
+from deploy.bench.processes import stop_on_sigterm
 from jobsvc.accounts.authentication import user_cache, verified_tokens
 from jobsvc.accounts.models import User
 from jobsvc.accounts.tokens import token_issue
@@ -43,6 +44,12 @@ TIER_OF_DIRECTORY = {
     "e2e": "e2e",
 }
 _TESTS = Path(__file__).parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A run ended with SIGTERM (a CI job cancelled, the launcher passing it on) stops as
+    # after Ctrl-C: fixtures are torn down, so the worker processes they started stop.
+    stop_on_sigterm()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

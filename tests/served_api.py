@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from deploy.bench.processes import REPO
+from deploy.bench.processes import REPO, stopped_with_parent
 from deploy.localstack.ports import free_port
 
 API_START_TIMEOUT = 30.0  # seconds until gunicorn answers /healthz
@@ -31,19 +31,21 @@ def serving_api(
     thread_args = [] if threads is None else ["--threads", str(threads)]
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "-c",
-                str(REPO / "deploy" / "gunicorn.conf.py"),
-                "--bind",
-                f"127.0.0.1:{port}",
-                "--workers",
-                str(workers),
-                *thread_args,
-                "jobsvc.wsgi:application",
-            ],
+            stopped_with_parent(
+                [
+                    sys.executable,
+                    "-m",
+                    "gunicorn",
+                    "-c",
+                    str(REPO / "deploy" / "gunicorn.conf.py"),
+                    "--bind",
+                    f"127.0.0.1:{port}",
+                    "--workers",
+                    str(workers),
+                    *thread_args,
+                    "jobsvc.wsgi:application",
+                ]
+            ),
             cwd=REPO,
             env={**os.environ, **(env or {})},
             stdout=subprocess.DEVNULL,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from deploy.bench import report
 from deploy.bench.plots import Plot, plot_scenario
+from deploy.bench.processes import stop_on_sigterm
 from deploy.bench.scenarios import SCENARIOS, BenchContext
 
 RESULTS_DIR = Path("bench-results")
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", choices=sorted(SCENARIOS), help="scenarios to run")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results directory")
     args = parser.parse_args(argv)
+    stop_on_sigterm()  # the launcher passes SIGTERM on: the scenario's workers must stop
     if "JOBSVC_CONTROL_DB_URL" not in os.environ:
         parser.error("run through `make bench` (python -m deploy.localstack bench): no stack")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jobsvc.settings")

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deploy.bench.processes import stopped_with_parent
 from tests.waiting import wait_until
 
 # -- what the workers were told ------------------------------------------------------------
@@ -232,15 +233,17 @@ class PrivateZooKeeper:
         )
         with (self._directory / "server.log").open("ab") as log:
             self._process = subprocess.Popen(
-                [
-                    "java",
-                    "-Xmx256m",
-                    "-Djava.net.preferIPv4Stack=true",
-                    "-cp",
-                    ":".join(map(str, jars)),
-                    MAIN_CLASS,
-                    str(self._config),
-                ],
+                stopped_with_parent(
+                    [
+                        "java",
+                        "-Xmx256m",
+                        "-Djava.net.preferIPv4Stack=true",
+                        "-cp",
+                        ":".join(map(str, jars)),
+                        MAIN_CLASS,
+                        str(self._config),
+                    ]
+                ),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
