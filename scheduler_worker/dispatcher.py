@@ -7,7 +7,7 @@ One round (``dispatch_round``):
    (``_claim_for_idle_users``);
 2. users with due jobs (a loose index scan: cost grows with users, not with jobs);
 3. each user's quota from the fair-share allocator and the users' weights; users below
-   their weighted share of the in-flight cap go first (see ``_rooms``);
+   their weighted share of the in-flight cap go first (``scheduler_worker.in_flight``);
 4. claim: mark up to that many of each user's oldest due jobs queued, fenced by our epoch;
    capacity a user could not use goes to the others in a second pass;
 5. send the claimed jobs to the broker, users interleaved by weight and dealt over a few
@@ -38,7 +38,6 @@ The dispatch thread also runs the shard's sweeps between rounds
 from __future__ import annotations
 
 import logging
-import math
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -54,7 +53,7 @@ from scheduler_worker.acknowledgements import Unacknowledged
 from scheduler_worker.dispatch_metrics import BackloggedGauges, observe_dispatched
 from scheduler_worker.errors import ShardFenced
 from scheduler_worker.fair_share import FairShareAllocator, weight_of
-from scheduler_worker.in_flight import InFlightLimit
+from scheduler_worker.in_flight import InFlightLimit, ShardInFlight
 from scheduler_worker.partition_deal import in_send_order, pick_partitions
 from scheduler_worker.shard_store import ClaimedJob, ShardStore
 from scheduler_worker.sweeper import ShardSweeper
@@ -66,8 +65,6 @@ _MAX_CLAIM_PASSES = 3
 _ERROR_BACKOFF_SECONDS = 1.0  # after a database or broker error, before the next round
 _UNACKNOWLEDGED_ROUNDS = 2  # full rounds of messages that may await acknowledgement
 ROUND_RECORD_INTERVAL = 1.0  # seconds; at most one write of the last round's time per shard
-# Seconds between counts of the shard's in-flight jobs (see _in_flight).
-IN_FLIGHT_RECOUNT_INTERVAL = 0.25
 
 
 class Producer(Protocol):
@@ -154,10 +151,6 @@ class ShardDispatcher:
         self._next_round_record = 0.0
         self._shard_label = str(store.shard_id)
         self._unacknowledged = Unacknowledged()
-        # Jobs in flight per user, as last counted plus those claimed since (see _in_flight).
-        self._user_in_flight: Counter[int] = Counter()
-        self._recount_at = -math.inf  # clock time of the next count
-        self._limit = config.max_in_flight  # this round's in-flight limit for the shard
         self._acquire_delay = acquire_delay  # seconds to wait before taking the lease
         # Since when every round failed (clock time), None while rounds succeed.
         self._failing_since: float | None = None
@@ -170,16 +163,22 @@ class ShardDispatcher:
             sweep_interval=config.sweep_interval,
             clock=clock,
         )
-        self._in_flight_limit = (
-            InFlightLimit(
-                ceiling=config.max_in_flight,
-                floor=min(config.max_in_flight, max(1, config.batch_size // 8)),
-                target_wait=config.target_queue_wait,
-                step=max(1, config.batch_size // 8),
-                clock=clock,
-            )
-            if config.max_in_flight and config.target_queue_wait
-            else None
+        self._in_flight = ShardInFlight(
+            store=store,
+            max_in_flight=config.max_in_flight,
+            batch_size=config.batch_size,
+            clock=clock,
+            limit=(
+                InFlightLimit(
+                    ceiling=config.max_in_flight,
+                    floor=min(config.max_in_flight, max(1, config.batch_size // 8)),
+                    target_wait=config.target_queue_wait,
+                    step=max(1, config.batch_size // 8),
+                    clock=clock,
+                )
+                if config.max_in_flight and config.target_queue_wait
+                else None
+            ),
         )
 
     # --- control, from any thread -----------------------------------------------------
@@ -340,7 +339,7 @@ class ShardDispatcher:
         broker_room = self._broker_room()
         if broker_room <= 0:
             return 0
-        capacity = min(broker_room, self._room_in_flight())
+        capacity = min(broker_room, self._in_flight.room())
         users = self.store.due_users(ahead=self.config.dispatch_ahead)
         weights = self.weights.weights_for(users) if users else {}
         self._backlogged.observe(weights)
@@ -352,8 +351,7 @@ class ShardDispatcher:
             claimed = self._claim_fairly(capacity, users, weights)
         else:
             claimed = self._claim_for_idle_users(broker_room, users)
-        if self.config.max_in_flight:
-            self._user_in_flight.update(job.user_id for job in claimed)
+        self._in_flight.claimed(claimed)
         return self._publish(claimed, weights)
 
     def _release_failed(self) -> None:
@@ -380,57 +378,6 @@ class ShardDispatcher:
             return 0  # the broker is behind: let it catch up before claiming more
         return min(self.config.batch_size, limit - self._unacknowledged.count)
 
-    def _room_in_flight(self) -> float:
-        """Jobs the shard's in-flight limit leaves room for (0 or less: none)."""
-        if not self.config.max_in_flight:
-            return math.inf
-        limit = self.config.max_in_flight
-        if self._in_flight_limit is not None:
-            age = self.store.oldest_queued_age()
-            limit = self._in_flight_limit.update(oldest_queued_age=age)
-        metrics.IN_FLIGHT_LIMIT.labels(self._shard_label).set(limit)
-        self._limit = limit
-        return limit - self._in_flight()
-
-    def _in_flight(self) -> int:
-        """The shard's jobs in flight: counted at most every ``IN_FLIGHT_RECOUNT_INTERVAL``,
-        and in between, the last count plus the jobs claimed since.
-
-        The count reads every queued and running row (10,000 per shard at the default
-        limit); run every round, it was the shards' costliest statement during a flood
-        (37 % of the samples of active statements in deploy/bench fairness_many_users).
-        Between counts the jobs executors finished are not seen, so the limit is never
-        passed, and what they freed is claimed at the next count, in one larger round.
-        """
-        now = self.clock()
-        if now >= self._recount_at:
-            self._user_in_flight = Counter(self.store.in_flight_by_user())
-            self._recount_at = now + IN_FLIGHT_RECOUNT_INTERVAL
-            metrics.IN_FLIGHT.labels(self._shard_label).set(self._user_in_flight.total())
-        return self._user_in_flight.total()
-
-    def _rooms(self, users: list[int], weights: dict[int, float]) -> dict[int, int]:
-        """Per due user: how many more of its jobs may be in flight before it passes its
-        weighted share of the shard's in-flight limit (at least one job).
-
-        Executors start the jobs they hold in weighted fair order across users
-        (executor_worker.fair_buffer), so what a user gets is decided there, as long as
-        every backlogged user has jobs held. When capacity is short, users below their share
-        go first: otherwise the jobs of users who start slowly, because others outweigh them
-        on other shards, would fill the limit, and a heavier user whose jobs sit on few
-        shards would run dry in the executors while still backlogged. Capacity those users
-        cannot use still goes to the others (``_claim_fairly``): this orders, it does not
-        throttle. (No in-flight limit: no per-user one either.)
-        """
-        if not self.config.max_in_flight:
-            return dict.fromkeys(users, self.config.batch_size)
-        total = sum(weight_of(weights, user) for user in users)
-        return {
-            user: max(1, math.ceil(self._limit * weight_of(weights, user) / total))
-            - self._user_in_flight.get(user, 0)
-            for user in users
-        }
-
     def _claim_fairly(
         self, capacity: int, users: list[int], weights: dict[int, float]
     ) -> list[ClaimedJob]:
@@ -438,13 +385,13 @@ class ShardDispatcher:
 
         How many jobs each user has due is not known (counting them would cost what the
         loose index scan saves), so the allocation assumes every user could fill the whole
-        capacity, or its room in flight (``_rooms``) if that is less; users without room
-        wait. A user that gets fewer jobs than its slots has run dry, and the unused slots
-        go to the users that filled theirs and to those without room, by weight, in up to
-        ``_MAX_CLAIM_PASSES - 1`` more claims. The allocator then learns what the round
-        really gave (``settle``).
+        capacity, or its room in flight (``ShardInFlight.rooms``) if that is less; users
+        without room wait. A user that gets fewer jobs than its slots has run dry, and the
+        unused slots go to the users that filled theirs and to those without room, by
+        weight, in up to ``_MAX_CLAIM_PASSES - 1`` more claims. The allocator then learns
+        what the round really gave (``settle``).
         """
-        rooms = self._rooms(users, weights)
+        rooms = self._in_flight.rooms(users, weights)
         demand = {user: min(capacity, room) for user, room in rooms.items() if room > 0}
         quotas = self.allocator.allocate(capacity=capacity, demand=demand, weights=weights)
         claimed, filled = self._claim(quotas)
@@ -481,7 +428,7 @@ class ShardDispatcher:
         has a job in flight and waits for room like everyone else, so the limit is passed
         by at most one job per due user.
         """
-        idle = [user for user in users if self._user_in_flight.get(user, 0) <= 0][:room]
+        idle = self._in_flight.idle(users)[:room]
         if not idle:
             return []
         claimed, _ = self._claim(dict.fromkeys(idle, 1))

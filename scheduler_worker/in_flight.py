@@ -1,9 +1,15 @@
-"""How many of a shard's jobs may be in flight at once: a limit that follows the queue.
+"""A shard's jobs in flight (published, not finished yet), per user, and their limit.
 
-A job published to Kafka waits behind every message already in its partition (FIFO), and
-every executor reads all partitions, so a job that just became due waits about as long
-as the oldest message still waiting, whoever it belongs to. A fixed cap per shard
-(``JOBSVC_SCHEDULER_MAX_IN_FLIGHT_PER_SHARD``, 5,000) bounds that wait only by the rate:
+``ShardInFlight`` keeps the count a dispatcher goes by: how much room the shard's limit
+leaves (``room``), each user's room under its weighted share of it (``rooms``), and who
+has nothing in flight (``idle``).
+
+``InFlightLimit`` is an experimental limit below the fixed cap (off by default,
+``JOBSVC_SCHEDULER_TARGET_QUEUE_WAIT_SECONDS``): it follows the queue. A job published
+to Kafka waits behind every message already in its partition (FIFO), and every executor
+reads all partitions, so a job that just became due waits about as long as the oldest
+message still waiting, whoever it belongs to. A fixed cap per shard
+(``JOBSVC_SCHEDULER_MAX_IN_FLIGHT_PER_SHARD``) bounds that wait only by the rate:
 four shards' 20,000 jobs at 16,000 jobs/s are 1.25 s, and seconds when executors are busy.
 
 `InFlightLimit` keeps the wait near ``target_wait`` instead, by the delay it sees (as TCP
@@ -19,9 +25,17 @@ round's worth of jobs in flight whatever the queue says.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable
+
+from scheduler_worker import metrics
+from scheduler_worker.fair_share import weight_of
+from scheduler_worker.shard_store import ClaimedJob, ShardStore
 
 DECREASE = 0.8  # factor applied to the limit when the queue is older than the target
+# Seconds between counts of the shard's in-flight jobs (see ShardInFlight.total).
+IN_FLIGHT_RECOUNT_INTERVAL = 0.25
 
 
 class InFlightLimit:
@@ -55,3 +69,91 @@ class InFlightLimit:
         elif age < self.target_wait / 2:
             self.limit = min(self.ceiling, self.limit + self.step)
         return self.limit
+
+
+class ShardInFlight:
+    """One shard's jobs in flight per user, and the room its limit leaves.
+
+    ``max_in_flight`` 0: no limit, and every user has a whole batch of room. ``limit``
+    (an ``InFlightLimit``), if given, follows the queue below ``max_in_flight``.
+    Not thread-safe: the shard's dispatch thread owns it.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: ShardStore,
+        max_in_flight: int,
+        batch_size: int,
+        clock: Callable[[], float],
+        limit: InFlightLimit | None = None,
+    ) -> None:
+        self.store = store
+        self.max_in_flight = max_in_flight
+        self.batch_size = batch_size
+        self._clock = clock
+        self._adaptive = limit
+        self._label = str(store.shard_id)
+        self._by_user: Counter[int] = Counter()  # as last counted, plus claimed since
+        self._recount_at = -math.inf  # clock time of the next count
+        self._limit = max_in_flight  # the limit as of the last ``room``
+
+    def room(self) -> float:
+        """Jobs the shard's limit leaves room for (0 or less: none; no limit: infinite)."""
+        if not self.max_in_flight:
+            return math.inf
+        limit = self.max_in_flight
+        if self._adaptive is not None:
+            limit = self._adaptive.update(oldest_queued_age=self.store.oldest_queued_age())
+        metrics.IN_FLIGHT_LIMIT.labels(self._label).set(limit)
+        self._limit = limit
+        return limit - self.total()
+
+    def total(self) -> int:
+        """The shard's jobs in flight: counted at most every ``IN_FLIGHT_RECOUNT_INTERVAL``,
+        and in between, the last count plus the jobs claimed since.
+
+        The count reads every queued and running row (10,000 per shard at the default
+        limit); run every round, it was the shards' costliest statement during a flood
+        (37 % of the samples of active statements in deploy/bench fairness_many_users).
+        Between counts the jobs executors finished are not seen, so the limit is never
+        passed, and what they freed is claimed at the next count, in one larger round.
+        """
+        now = self._clock()
+        if now >= self._recount_at:
+            self._by_user = Counter(self.store.in_flight_by_user())
+            self._recount_at = now + IN_FLIGHT_RECOUNT_INTERVAL
+            metrics.IN_FLIGHT.labels(self._label).set(self._by_user.total())
+        return self._by_user.total()
+
+    def rooms(self, users: Iterable[int], weights: dict[int, float]) -> dict[int, int]:
+        """Per due user: how many more of its jobs may be in flight before it passes its
+        weighted share of the shard's limit (at least one job), as of the last ``room``.
+
+        Executors start the jobs they hold in weighted fair order across users
+        (executor_worker.fair_buffer), so what a user gets is decided there, as long as
+        every backlogged user has jobs held. When capacity is short, users below their share
+        go first: otherwise the jobs of users who start slowly, because others outweigh them
+        on other shards, would fill the limit, and a heavier user whose jobs sit on few
+        shards would run dry in the executors while still backlogged. Capacity those users
+        cannot use still goes to the others (``ShardDispatcher._claim_fairly``): this
+        orders, it does not throttle. (No limit: no per-user one either.)
+        """
+        users = list(users)
+        if not self.max_in_flight:
+            return dict.fromkeys(users, self.batch_size)
+        total = sum(weight_of(weights, user) for user in users)
+        return {
+            user: max(1, math.ceil(self._limit * weight_of(weights, user) / total))
+            - self._by_user.get(user, 0)
+            for user in users
+        }
+
+    def idle(self, users: Iterable[int]) -> list[int]:
+        """The users with no job in flight on the shard, in the order given."""
+        return [user for user in users if self._by_user.get(user, 0) <= 0]
+
+    def claimed(self, jobs: Iterable[ClaimedJob]) -> None:
+        """Count jobs just claimed, until the next count sees them."""
+        if self.max_in_flight:
+            self._by_user.update(job.user_id for job in jobs)

@@ -16,11 +16,8 @@ import pytest
 from django.utils import timezone
 from prometheus_client import REGISTRY
 
-from scheduler_worker.dispatcher import (
-    IN_FLIGHT_RECOUNT_INTERVAL,
-    DispatchConfig,
-    ShardDispatcher,
-)
+from scheduler_worker.dispatcher import DispatchConfig, ShardDispatcher
+from scheduler_worker.in_flight import IN_FLIGHT_RECOUNT_INTERVAL
 from scheduler_worker.shard_store import ClaimedJob
 
 SHARD = 7

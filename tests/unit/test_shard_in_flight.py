@@ -1,0 +1,73 @@
+"""A shard's jobs in flight per user, as the dispatcher counts them between recounts."""
+
+from __future__ import annotations
+
+import math
+
+from scheduler_worker.in_flight import IN_FLIGHT_RECOUNT_INTERVAL, ShardInFlight
+from scheduler_worker.shard_store import ClaimedJob
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class CountingShard:
+    """The counts ``ShardInFlight`` reads: jobs queued or running, per user."""
+
+    shard_id = 3
+
+    def __init__(self, in_flight: dict[int, int]) -> None:
+        self.in_flight = in_flight
+        self.counts = 0
+
+    def in_flight_by_user(self) -> dict[int, int]:
+        self.counts += 1
+        return dict(self.in_flight)
+
+    def oldest_queued_age(self) -> float | None:
+        return None
+
+
+def job(user: int) -> ClaimedJob:
+    return ClaimedJob(
+        job_id=f"{user:027d}", user_id=user, attempts=0, due_at=None, dispatched_at=None
+    )
+
+
+def book(shard: CountingShard, clock: Clock, *, max_in_flight: int = 100) -> ShardInFlight:
+    return ShardInFlight(store=shard, max_in_flight=max_in_flight, batch_size=50, clock=clock)
+
+
+def test_jobs_claimed_between_counts_use_up_the_room_until_the_next_count():
+    shard, clock = CountingShard({1: 60}), Clock()
+    in_flight = book(shard, clock)
+    assert in_flight.room() == 40
+    in_flight.claimed([job(2)] * 30)
+    shard.in_flight = {1: 10, 2: 30}  # the executors finished 50 of user 1's meanwhile
+    assert in_flight.room() == 10  # not counted again yet: the limit is never passed
+    clock.now += IN_FLIGHT_RECOUNT_INTERVAL
+    assert in_flight.room() == 60
+    assert shard.counts == 2
+
+
+def test_each_user_has_room_up_to_its_weighted_share_and_at_least_one_job():
+    shard, clock = CountingShard({1: 60, 2: 5}), Clock()
+    in_flight = book(shard, clock)
+    in_flight.room()
+    rooms = in_flight.rooms([1, 2, 3], {1: 2.0, 2: 1.0, 3: 1.0})
+    assert rooms == {1: 50 - 60, 2: 25 - 5, 3: 25}
+    assert in_flight.idle([1, 2, 3]) == [3]
+
+
+def test_without_a_limit_nothing_is_counted_and_every_user_may_have_a_batch():
+    shard, clock = CountingShard({1: 60}), Clock()
+    in_flight = book(shard, clock, max_in_flight=0)
+    assert in_flight.room() == math.inf
+    in_flight.claimed([job(1)] * 10)
+    assert in_flight.rooms([1, 2], {1: 1.0, 2: 4.0}) == {1: 50, 2: 50}
+    assert shard.counts == 0
