@@ -67,15 +67,6 @@ SELECTION_LIGHT_USERS = 5  # users with a few due jobs next to the heavy one
 SELECTION_LIGHT_JOBS = 20  # due jobs of each light user
 FAIRNESS_WEIGHTS = (1.0, 2.0, 4.0)
 
-# The selection inside queries.CLAIM_FOR_DISPATCH, alone and read-only: picking the batch.
-_PICK_BATCH = """
-    SELECT picked.id
-      FROM unnest(%(user_ids)s::bigint[], %(quotas)s::int[]) AS quota(user_id, n),
-   LATERAL (SELECT id FROM jobs
-             WHERE status = 'scheduled' AND user_id = quota.user_id AND due_at <= now()
-             ORDER BY due_at, id LIMIT quota.n) AS picked
-"""
-
 _COPY_JOBS = (
     "COPY jobs (id, user_id, message, execute_at, due_at, status, attempts, max_attempts, "
     "timeout_seconds, handler, handler_params, shard_id, last_error, attempt_errors, "
@@ -408,7 +399,7 @@ def _selection_at(heavy_jobs: int) -> dict:
             selected = time.perf_counter()
             params = _quota_params(allocator, users)
             with connections[alias].cursor() as cursor:
-                cursor.execute(_PICK_BATCH, params)
+                cursor.execute(queries.PICK_FOR_DISPATCH, {**params, "ahead": 0.0})
                 cursor.fetchall()
             picked = time.perf_counter()
             store.claim(
@@ -445,15 +436,19 @@ def _explain_round(alias: str, epoch: int, allocator: FairShareAllocator) -> dic
     """Shared buffers touched by one more round's queries (its claim rolled back)."""
     buffers = {}
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {queries.DUE_USERS}")
+        due_now = {"ahead": 0.0}  # due now: the backlog, not jobs dispatched ahead of time
+        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {queries.DUE_USERS}", due_now)
         buffers["due_users"] = _buffers(_plan(cursor.fetchone()[0]))
-        cursor.execute(queries.DUE_USERS)
+        cursor.execute(queries.DUE_USERS, due_now)
         params = _quota_params(allocator, [user for (user,) in cursor.fetchall()])
-        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {_PICK_BATCH}", params)
+        cursor.execute(
+            f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {queries.PICK_FOR_DISPATCH}",
+            {**params, **due_now},
+        )
         buffers["pick"] = _buffers(_plan(cursor.fetchone()[0]))
         cursor.execute(
             f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {queries.CLAIM_FOR_DISPATCH}",
-            {**params, "epoch": epoch, "queued_timeout": 3600.0},
+            {**params, **due_now, "epoch": epoch, "queued_timeout": 3600.0},
         )
         buffers["claim"] = _buffers(_plan(cursor.fetchone()[0]))
         transaction.set_rollback(True, using=alias)  # EXPLAIN ANALYZE really claimed them
