@@ -45,3 +45,13 @@ def test_longest_gap_counts_the_wait_before_the_first_start():
 def test_coefficient_of_variation_is_zero_when_equal():
     assert coefficient_of_variation([5, 5, 5]) == 0.0
     assert coefficient_of_variation([90, 110]) == pytest.approx(0.1)
+
+
+def test_a_fairness_run_too_short_for_a_whole_window_is_reported_not_a_crash():
+    from deploy.bench.fairness import _fairness_result
+
+    # The weight-4 user ran out 0.6 s after the first start: no whole window to judge.
+    starts = {1: [100.0, 100.4, 101.5], 2: [100.1, 100.3, 101.2], 3: [100.0, 100.2, 100.6]}
+    result = _fairness_result(starts, [1, 2, 3], due=99.9, jobs="3 no-op jobs each, in ")
+    assert result["contended_seconds"] == 0
+    assert "No whole 1-s window" in result["markdown"]
