@@ -66,6 +66,8 @@ SELECTION_ROUNDS = 15  # measured rounds per backlog size
 SELECTION_LIGHT_USERS = 5  # users with a few due jobs next to the heavy one
 SELECTION_LIGHT_JOBS = 20  # due jobs of each light user
 FAIRNESS_WEIGHTS = (1.0, 2.0, 4.0)
+# The selection queries' parameter: jobs due now (the backlog), none dispatched ahead.
+_DUE_NOW = {"ahead": 0.0}
 
 _COPY_JOBS = (
     "COPY jobs (id, user_id, message, execute_at, due_at, status, attempts, max_attempts, "
@@ -399,7 +401,7 @@ def _selection_at(heavy_jobs: int) -> dict:
             selected = time.perf_counter()
             params = _quota_params(allocator, users)
             with connections[alias].cursor() as cursor:
-                cursor.execute(queries.PICK_FOR_DISPATCH, {**params, "ahead": 0.0})
+                cursor.execute(queries.PICK_FOR_DISPATCH, {**params, **_DUE_NOW})
                 cursor.fetchall()
             picked = time.perf_counter()
             store.claim(
@@ -436,19 +438,18 @@ def _explain_round(alias: str, epoch: int, allocator: FairShareAllocator) -> dic
     """Shared buffers touched by one more round's queries (its claim rolled back)."""
     buffers = {}
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        due_now = {"ahead": 0.0}  # due now: the backlog, not jobs dispatched ahead of time
-        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {queries.DUE_USERS}", due_now)
+        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {queries.DUE_USERS}", _DUE_NOW)
         buffers["due_users"] = _buffers(_plan(cursor.fetchone()[0]))
-        cursor.execute(queries.DUE_USERS, due_now)
+        cursor.execute(queries.DUE_USERS, _DUE_NOW)
         params = _quota_params(allocator, [user for (user,) in cursor.fetchall()])
         cursor.execute(
             f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {queries.PICK_FOR_DISPATCH}",
-            {**params, **due_now},
+            {**params, **_DUE_NOW},
         )
         buffers["pick"] = _buffers(_plan(cursor.fetchone()[0]))
         cursor.execute(
             f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {queries.CLAIM_FOR_DISPATCH}",
-            {**params, **due_now, "epoch": epoch, "queued_timeout": 3600.0},
+            {**params, **_DUE_NOW, "epoch": epoch, "queued_timeout": 3600.0},
         )
         buffers["claim"] = _buffers(_plan(cursor.fetchone()[0]))
         transaction.set_rollback(True, using=alias)  # EXPLAIN ANALYZE really claimed them
