@@ -59,6 +59,7 @@ from deploy.bench.dispatch import (
 from deploy.bench.shares import (
     backlogged_windows,
     jain_index,
+    last_backlogged_second,
     per_second,
     percentile,
     shares,
@@ -344,6 +345,7 @@ def _shares(
                 "jain": round(jain_index([share[u] / ideal[u] for u in weight_of]), 5),
             }
         )
+    last_second = shares(last_backlogged_second(starts), list(weight_of))
     seconds = len(windows)
     contended = Counter()
     for second in range(seconds):
@@ -359,6 +361,11 @@ def _shares(
             (w["max_relative_deviation"] for w in windows), default=None
         ),
         "jain_min": min((w["jain"] for w in windows), default=None),
+        # The second before the first user's last start: see last_backlogged_second.
+        "last_second_shares": {label[u]: round(s, 4) for u, s in last_second.items()},
+        "last_second_relative_deviation": round(
+            max(abs(last_second[u] - ideal[u]) / ideal[u] for u in weight_of), 4
+        ),
         "jain_mean": round(statistics.fmean(w["jain"] for w in windows), 5) if windows else None,
         "started_per_second": {
             label[u]: [started_per_second[s][u] for s in range(int(drain) + 1)] for u in weight_of
@@ -386,6 +393,11 @@ def _shares_markdown(result: dict) -> str:
             "No whole 1-s window with every user still waiting: the first user ran out within "
             "a second, too soon to measure shares per window (run more jobs)."
         )
+    last = ", ".join(f"{share:.3f}" for share in result["last_second_shares"].values())
+    windows += (
+        f" In the second before the first user ran out, shares {last}: "
+        f"{result['last_second_relative_deviation']:.0%} off."
+    )
     lines += [
         "",
         f"{windows} Whole run {result['jobs_per_second']:,.0f} started jobs/s; started minus "

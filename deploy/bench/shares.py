@@ -56,6 +56,23 @@ def backlogged_windows(starts: Mapping[User, Sequence[float]]) -> list[Counter]:
     return [windows[second] for second in range(int(backlogged_until - first))]
 
 
+def last_backlogged_second(starts: Mapping[User, Sequence[float]]) -> Counter:
+    """Started jobs per user in the last second before the first user's last start.
+
+    Every user still had jobs to start all through it, wherever the whole-second windows
+    fall: it is where a user that runs out of jobs in one executor before the other shows
+    (its share falls while its last jobs wait in the slower one), and a window counted
+    from the first start may end just before that, or span it.
+    """
+    backlogged_until = min(max(times) for times in starts.values())
+    return Counter(
+        {
+            user: sum(1 for t in times if backlogged_until - 1.0 < t <= backlogged_until)
+            for user, times in starts.items()
+        }
+    )
+
+
 def shares(counts: Counter, users: Sequence[User]) -> dict[User, float]:
     """Each user's share of the jobs counted (0 for all when none were)."""
     total = sum(counts[user] for user in users)

@@ -11,6 +11,7 @@ from deploy.bench.shares import (
     backlogged_windows,
     coefficient_of_variation,
     jain_index,
+    last_backlogged_second,
     longest_gap,
     shares,
     weighted_shares,
@@ -22,6 +23,13 @@ def test_windows_end_at_the_first_users_last_start_and_drop_the_partial_second()
 
     # "a" started its last job 2.9 s after the first start: windows 0 and 1 are whole.
     assert backlogged_windows(starts) == [Counter(a=2, b=1), Counter(a=1, b=1)]
+
+
+def test_the_last_backlogged_second_ends_at_the_first_users_last_start():
+    starts = {"a": [10.0, 11.8, 12.0, 12.9], "b": [10.1, 11.5, 12.4, 12.6, 13.5, 14.0]}
+
+    # "a" ran out at 12.9: the second before holds two of its starts and two of b's.
+    assert last_backlogged_second(starts) == Counter(a=2, b=2)
 
 
 def test_shares_are_of_the_jobs_counted_and_weighted_shares_of_the_weights():
