@@ -11,7 +11,9 @@ from django.db import connections, transaction
 
 from executor_worker import queries
 from jobsvc.jobs.store import from_jsonb
+from jobsvc.messaging.job_message import JobMessage
 from jobsvc.postgresql.transaction_limits import limit_idle
+from jobsvc.sharding.shards import shard_alias
 
 
 @dataclass(frozen=True)
@@ -42,12 +44,17 @@ class Outcome:
 
 
 class ClaimStore:
-    def __init__(self, *, alias: str, lease_grace_seconds: float) -> None:
-        self.alias = alias
+    def __init__(self, *, shard_id: int, lease_grace_seconds: float) -> None:
+        self.shard_id = shard_id
+        self.alias = shard_alias(shard_id)
         self.lease_grace_seconds = lease_grace_seconds
 
-    def claim(self, requests: Sequence[tuple[str, int]]) -> list[Attempt]:
-        """Start the (job_id, attempt) pairs still startable; drop the rest silently."""
+    def claim(self, requests: Sequence[tuple[str, int]], *, stolen: bool = False) -> list[Attempt]:
+        """Start the (job_id, attempt) pairs still startable; drop the rest silently.
+
+        ``stolen``: jobs found by ``work_to_steal``, whose messages another executor
+        holds: one that another transaction has locked is dropped, not waited for (see
+        queries.CLAIM_UNLOCKED)."""
         if not requests:
             return []
         params = {
@@ -56,16 +63,42 @@ class ClaimStore:
             "attempts": [attempt for _, attempt in requests],
         }
         with connections[self.alias].cursor() as cursor:
-            cursor.execute(queries.CLAIM, params)
+            cursor.execute(queries.CLAIM_UNLOCKED if stolen else queries.CLAIM, params)
             return [_attempt(row) for row in cursor.fetchall()]
 
+    def work_to_steal(self, weights: dict[int, float], *, per_user: int) -> list[JobMessage]:
+        """Of each user's published, due, unstarted jobs, the newest half, at most
+        ``per_user``, as the messages the scheduler sent for them (``weights``: the users'
+        weights, which messages carry). Nothing is claimed (see queries.WORK_STOLEN)."""
+        if not weights:
+            return []
+        params = {"users": list(weights), "per_user": per_user}
+        with connections[self.alias].cursor() as cursor:
+            cursor.execute(queries.WORK_STOLEN, params)
+            rows = cursor.fetchall()
+        return [
+            JobMessage(
+                job_id=job_id,
+                shard_id=self.shard_id,
+                user_id=user_id,
+                attempt=attempt,
+                epoch=epoch,
+                due_at=due_at,
+                dispatched_at=dispatched_at,
+                weight=weights[user_id],
+                priority=priority,
+                handler=handler,
+            )
+            for job_id, attempt, user_id, priority, handler, due_at, dispatched_at, epoch in rows
+        ]
+
     def claim_succeeded(
-        self, requests: Sequence[tuple[str, int]], *, handlers: Sequence[str]
+        self, requests: Sequence[tuple[str, int]], *, handlers: Sequence[str], stolen: bool = False
     ) -> list[Attempt]:
         """Start the startable pairs whose job has one of ``handlers``, already succeeded.
 
         Only inside a transaction that runs those handlers before it commits (and
-        ``reopen``s the attempts whose handler failed).
+        ``reopen``s the attempts whose handler failed). ``stolen``: as for ``claim``.
         """
         if not requests or not handlers:
             return []
@@ -75,7 +108,8 @@ class ClaimStore:
             "handlers": list(handlers),
         }
         with connections[self.alias].cursor() as cursor:
-            cursor.execute(queries.CLAIM_SUCCEEDED, params)
+            query = queries.CLAIM_SUCCEEDED_UNLOCKED if stolen else queries.CLAIM_SUCCEEDED
+            cursor.execute(query, params)
             return [_attempt(row) for row in cursor.fetchall()]
 
     def reopen(self, attempts: Sequence[Attempt]) -> None:

@@ -40,7 +40,9 @@ _GOLDEN_RATIO_CONJUGATE = (5**0.5 - 1) / 2  # its multiples mod 1 spread evenly
 
 
 class FairBuffer(Generic[T]):
-    def __init__(self) -> None:
+    def __init__(self, *, report_dry: bool = False) -> None:
+        """``report_dry``: see ``ran_dry``."""
+        self.report_dry = report_dry
         # Per user with items: a heap of (-priority, arrival, item).
         self._queues: dict[Hashable, list[tuple[int, int, T]]] = {}
         self._weights: dict[Hashable, float] = {}
@@ -51,6 +53,8 @@ class FairBuffer(Generic[T]):
         self._virtual = 0.0
         self._phase = 0.0  # the fraction of its stride the next user to come in starts at
         self._size = 0
+        self._run: dict[Hashable, int] = {}  # per user with items: taken since it had none
+        self._ran_dry: dict[Hashable, tuple[float, int]] = {}  # see ran_dry
 
     def __len__(self) -> int:
         return self._size
@@ -72,6 +76,7 @@ class FairBuffer(Generic[T]):
             if start <= self._virtual:
                 start = self._virtual + self._next_phase() / weight
             heapq.heappush(self._turns, (start, arrival, user))
+            self._run[user] = 0
         heapq.heappush(queue, (-priority, arrival, item))
         self._size += 1
 
@@ -84,20 +89,30 @@ class FairBuffer(Generic[T]):
             taken.append(heapq.heappop(queue)[2])
             self._virtual = start
             following = start + 1.0 / self._weights[user]
+            self._run[user] += 1
             if queue:
                 heapq.heappush(self._turns, (following, arrival, user))
             else:
                 del self._queues[user]
-                del self._weights[user]
+                weight, run = self._weights.pop(user), self._run.pop(user)
+                if self.report_dry:
+                    self._ran_dry[user] = (weight, run)
                 self._ahead[user] = following
         self._size -= len(taken)
         self._forget_caught_up()
         return taken
 
+    def ran_dry(self) -> dict[Hashable, tuple[float, int]]:
+        """The users whose queue ran dry since the last call (``report_dry`` only), each
+        with its weight and how many of its items were taken since it last had none;
+        forgotten once returned."""
+        users, self._ran_dry = self._ran_dry, {}
+        return users
+
     def clear(self) -> list[T]:
         """Everything held, in no particular order; the buffer is empty after."""
         items = [item for queue in self._queues.values() for _, _, item in queue]
-        self.__init__()
+        self.__init__(report_dry=self.report_dry)
         return items
 
     def _next_phase(self) -> float:

@@ -12,6 +12,11 @@ JOBS_PROCESSED = Counter(
     "Messages handled, by outcome (dropped: duplicate, stale or cancelled)",
     ["outcome"],
 )
+JOBS_STOLEN = Counter(
+    "jobsvc_executor_jobs_stolen",
+    "Jobs another executor held that this one found in the shards to run "
+    "(executor_worker.work_stealing); whichever claims one second drops it",
+)
 JOB_LATENCY = Histogram(
     "jobsvc_job_latency_seconds",
     "Finished minus execute_at, for jobs that finished (succeeded or failed for good)",

@@ -5,30 +5,45 @@ message, a message from an earlier attempt, or an outcome reported after the swe
 the attempt up changes nothing.
 """
 
-# Start the attempts named in the messages: (job_id, attempt) pairs.
-CLAIM = """
+# The (job_id, attempt) pairs named in the messages, as the claims below read them.
+_NAMED = "unnest(%(job_ids)s::text[], %(attempts)s::int[]) AS m(job_id, attempt)"
+# The same, less the jobs another transaction has locked, without waiting for it: for
+# jobs taken by work stealing (WORK_STOLEN below), whose messages another executor holds.
+# That one may be claiming the same jobs; one of two claims that waited for each other's
+# rows would be ended by PostgreSQL's deadlock detection, after a second. A stolen job
+# that is locked is dropped here: the executor holding its message still has it.
+_NAMED_UNLOCKED = """(
+    SELECT m.job_id, m.attempt
+      FROM unnest(%(job_ids)s::text[], %(attempts)s::int[]) AS m(job_id, attempt)
+      JOIN jobs ON jobs.id = m.job_id
+       FOR UPDATE OF jobs SKIP LOCKED) AS m"""
+
+# Start the attempts named.
+_CLAIM = """
     UPDATE jobs
        SET status = 'running', attempts = jobs.attempts + 1, started_at = now(),
            updated_at = now(),
            lease_expires_at = now() + make_interval(secs => jobs.timeout_seconds + %(grace)s)
-      FROM unnest(%(job_ids)s::text[], %(attempts)s::int[]) AS m(job_id, attempt)
+      FROM {named}
      WHERE jobs.id = m.job_id AND jobs.attempts = m.attempt - 1
        AND (jobs.status = 'queued' OR (jobs.status = 'scheduled' AND jobs.due_at <= now()))
  RETURNING jobs.id, jobs.user_id, jobs.shard_id, jobs.attempts, jobs.max_attempts,
            jobs.timeout_seconds, jobs.handler, jobs.handler_params, jobs.message,
            jobs.execute_at, jobs.due_at, jobs.created_at, jobs.attempt_errors
 """
+CLAIM = _CLAIM.format(named=_NAMED)
+CLAIM_UNLOCKED = _CLAIM.format(named=_NAMED_UNLOCKED)
 
 # Start and finish in one write the attempts of CLAIM whose handler runs inline (never
 # blocks): the executor runs them inside this statement's transaction and commits only
 # after they returned; one that failed is made running again (REOPEN) before the commit
 # and recorded like any other outcome. The rows stay locked until the commit, so a cancel
 # or another executor's claim of the same attempt waits, then finds the job finished.
-CLAIM_SUCCEEDED = """
+_CLAIM_SUCCEEDED = """
     UPDATE jobs
        SET status = 'succeeded', attempts = jobs.attempts + 1, started_at = now(),
            finished_at = now(), updated_at = now(), lease_expires_at = NULL
-      FROM unnest(%(job_ids)s::text[], %(attempts)s::int[]) AS m(job_id, attempt)
+      FROM {named}
      WHERE jobs.id = m.job_id AND jobs.attempts = m.attempt - 1
        AND (jobs.status = 'queued' OR (jobs.status = 'scheduled' AND jobs.due_at <= now()))
        AND jobs.handler = ANY(%(handlers)s::text[])
@@ -36,6 +51,8 @@ CLAIM_SUCCEEDED = """
            jobs.timeout_seconds, jobs.handler, jobs.handler_params, jobs.message,
            jobs.execute_at, jobs.due_at, jobs.created_at, jobs.attempt_errors
 """
+CLAIM_SUCCEEDED = _CLAIM_SUCCEEDED.format(named=_NAMED)
+CLAIM_SUCCEEDED_UNLOCKED = _CLAIM_SUCCEEDED.format(named=_NAMED_UNLOCKED)
 
 REOPEN = """
     UPDATE jobs
@@ -77,4 +94,25 @@ FAIL = """
            AS d(job_id, attempt, error)
      WHERE jobs.id = d.job_id AND jobs.status = 'running' AND jobs.attempts = d.attempt
  RETURNING jobs.id, jobs.attempts
+"""
+
+# Work stealing (executor_worker.work_stealing): per user, the newest of the jobs that were
+# published, are due and no executor has started yet, up to ``per_user`` and half of them
+# (the last one too).
+# Another executor holds their messages and runs a user's jobs oldest first, so the newest
+# are the last it would reach, and with half each the two run out about together (the
+# one that runs out first looks again). Nothing is changed here: the jobs are started by
+# CLAIM_UNLOCKED, and whichever executor claims a job second drops its copy.
+WORK_STOLEN = """
+    SELECT j.id, j.attempts + 1, j.user_id, j.priority, j.handler, j.due_at, j.dispatched_at,
+           coalesce(j.dispatch_epoch, 0)
+      FROM unnest(%(users)s::bigint[]) AS u(user_id)
+     CROSS JOIN LATERAL (
+           SELECT id, attempts, user_id, priority, handler, due_at, dispatched_at,
+                  dispatch_epoch,
+                  row_number() OVER (ORDER BY id DESC) AS newest, count(*) OVER () AS queued
+             FROM jobs
+            WHERE jobs.user_id = u.user_id AND jobs.status = 'queued' AND jobs.due_at <= now()
+           ) AS j
+     WHERE j.newest <= least(%(per_user)s, (j.queued + 1) / 2)
 """

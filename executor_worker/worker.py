@@ -65,11 +65,12 @@ from executor_worker.fair_buffer import FairBuffer
 from executor_worker.not_due import NotDueYet
 from executor_worker.retry_gate import RetryGate
 from executor_worker.runner import AttemptRunner
+from executor_worker.work_stealing import WorkStealing
 from jobsvc.handlers.errors import HandlerTimeout
 from jobsvc.messaging.dead_letter import DeadLetter, dead_letters_publish
 from jobsvc.messaging.job_message import JobMessage, MalformedJobMessage
 from jobsvc.messaging.renewing_producer import RenewingProducer
-from jobsvc.sharding.shards import UnknownShard, shard_alias
+from jobsvc.sharding.shards import UnknownShard, shard_alias, shard_count, shard_ids
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +96,13 @@ _SMALL_STEPS = 8
 # a steady stream of jobs coming due (each turn lets some in) does not cut every turn to
 # one small claim while a backlog waits to be claimed.
 _MIN_CUT_TURN = 0.05
+# Work stealing (executor_worker.work_stealing): a user that runs dry here after this many
+# of its jobs in a row is looked for in the shards, at most this many users a look, at
+# most one look per interval (seconds).
+_STEAL_AFTER_RUN = 32
+_STEAL_MAX_USERS = 100
+_STEAL_INTERVAL = 0.05
+_STOLEN = -1  # the partition of a stolen job's stand-in for a message: none to commit
 _OBSERVE_INTERVAL = 5.0  # seconds between refreshes of the lag and in-flight gauges
 _DEADLINES_SLACK = 1000  # finished attempts the deadline heap may hold beyond 2x running
 # Backoff of a shard whose claim or record failed, and of the dead-letter topic: seconds
@@ -128,6 +136,9 @@ class ExecutorConfig:
     idle_transaction_limit: float = 0.0
     read_ahead: int = 40000  # messages held before their claim, taken in fair order
     claim_batch: int = 1000  # messages taken from the read-ahead per turn, to be claimed
+    # Run the jobs of users this executor ran out of that wait for another executor
+    # (executor_worker.work_stealing).
+    work_stealing: bool = True
 
 
 @dataclass(order=True)
@@ -166,8 +177,15 @@ class ExecutorWorker:
         # Jobs of inline handlers are taken a claim batch at a time; jobs that need a
         # handler thread only as threads come free, so that the fair order, not a queue
         # per shard, decides which of them starts next.
-        self._waiting: FairBuffer[_Item] = FairBuffer()
-        self._waiting_for_thread: FairBuffer[_Item] = FairBuffer()
+        report_dry = config.work_stealing
+        self._waiting: FairBuffer[_Item] = FairBuffer(report_dry=report_dry)
+        self._waiting_for_thread: FairBuffer[_Item] = FairBuffer(report_dry=report_dry)
+        self._stealing = WorkStealing(
+            backlog_run=_STEAL_AFTER_RUN,
+            max_users=_STEAL_MAX_USERS,
+            interval=_STEAL_INTERVAL,
+            clock=time.monotonic,
+        )
         # Messages read before their job is due (schedulers dispatch ahead), until it is.
         self._not_due: NotDueYet[_Item] = NotDueYet()
         # Per shard, in fair order: messages to claim (inline handlers first tried), the
@@ -264,6 +282,7 @@ class ExecutorWorker:
     def _turn(self, pool: ThreadPoolExecutor, *, accept_new: bool) -> None:
         self._observe()
         if accept_new:
+            self._steal()
             self._receive()
             self._claim_and_start(pool)
         self._collect()
@@ -327,6 +346,32 @@ class ExecutorWorker:
             taken += items
         self._claim_first(taken)
         metrics.READ_AHEAD.set(self._read_ahead())
+
+    def _steal(self) -> None:
+        """Hold the jobs that wait for other executors of the users that ran dry here
+        (see executor_worker.work_stealing); a shard that fails is skipped."""
+        for buffer in (self._waiting, self._waiting_for_thread):
+            self._stealing.ran_dry(buffer.ran_dry())
+        users = self._stealing.users_to_look_for()
+        if not users:
+            return
+        found: set[int] = set()
+        # About a claim batch in all: what a turn takes.
+        per_user = math.ceil(self.config.claim_batch / (shard_count() * len(users)))
+        for shard_id in shard_ids():
+            if not self._shards.is_open(shard_id):
+                continue
+            try:
+                messages = self._store(shard_id).work_to_steal(users, per_user=per_user)
+            except DatabaseError as exc:
+                self._shard_failed(shard_id, "steal", exc)
+                continue
+            self._shards.succeeded(shard_id)
+            for message in messages:
+                self._wait(message, Received(partition=_STOLEN, offset=-1, value=None))
+                found.add(message.user_id)
+            metrics.JOBS_STOLEN.inc(len(messages))
+        self._stealing.found(users, found)
 
     def _claim_first(self, taken: list[_Item]) -> None:
         """Queue the jobs just taken (in fair order) for their claims: the first
@@ -525,13 +570,46 @@ class ExecutorWorker:
         the rest wait for a thread. Returns the inline attempts' outcomes, the other
         attempts (claimed) and the messages that wait. ``inline=False``: the messages'
         inline attempts were claimed already (they wait for a thread).
+
+        Stolen jobs (executor_worker.work_stealing) are claimed after, in a transaction of
+        their own that waits for no other's locks (see queries.CLAIM_UNLOCKED). If it
+        fails they are dropped: the executor holding their messages runs them.
         """
+        own = [item for item in items if item[1].partition != _STOLEN]
+        stolen = [item for item in items if item[1].partition == _STOLEN]
+        room = self._pool_room()
+        ran, claimed, rest = self._claim_in_one(shard_id, own, inline=inline, room=room)
+        if stolen:
+            try:
+                ran_stolen, claimed_stolen, rest_stolen = self._claim_in_one(
+                    shard_id, stolen, inline=inline, room=room - len(claimed), stolen=True
+                )
+            except DatabaseError as exc:
+                logger.info("shard %s: stolen jobs not claimed, dropped: %s", shard_id, exc)
+            else:
+                ran.update(ran_stolen)
+                claimed += claimed_stolen
+                rest += rest_stolen
+        started_at = timezone.now()
+        for attempt in [*(outcome.attempt for outcome in ran.values()), *claimed]:
+            delay = (started_at - attempt.due_at).total_seconds()
+            metrics.JOB_START_DELAY.observe(max(0.0, delay))
+        return ran, claimed, rest
+
+    def _claim_in_one(
+        self, shard_id: int, items: list[_Item], *, inline: bool, room: int, stolen: bool = False
+    ) -> tuple[dict[tuple[str, int], Outcome], list[Attempt], list[_Item]]:
+        """``_claim``'s transaction, for ``room`` handler threads."""
+        if not items:
+            return {}, [], []
         store = self._store(shard_id)
         with transaction.atomic(using=store.alias):
             now = time.monotonic()
             succeeded = (
                 store.claim_succeeded(
-                    [(m.job_id, m.attempt) for m, _ in items], handlers=self._inline_handlers
+                    [(m.job_id, m.attempt) for m, _ in items],
+                    handlers=self._inline_handlers,
+                    stolen=stolen,
                 )
                 if inline
                 else []
@@ -541,12 +619,8 @@ class ExecutorWorker:
             if failed:
                 store.reopen(failed)
             rest = [item for item in items if (item[0].job_id, item[0].attempt) not in ran]
-            room = self._pool_room()
-            claimed = store.claim([(m.job_id, m.attempt) for m, _ in rest[:room]])
-        started_at = timezone.now()
-        for attempt in [*(outcome.attempt for outcome in ran.values()), *claimed]:
-            delay = (started_at - attempt.due_at).total_seconds()
-            metrics.JOB_START_DELAY.observe(max(0.0, delay))
+            room = max(0, room)
+            claimed = store.claim([(m.job_id, m.attempt) for m, _ in rest[:room]], stolen=stolen)
         return ran, claimed, rest[room:]
 
     def _shard_failed(self, shard_id: int, action: str, exc: DatabaseError) -> None:
@@ -702,7 +776,7 @@ class ExecutorWorker:
         store = self._stores.get(shard_id)
         if store is None:
             store = ClaimStore(
-                alias=shard_alias(shard_id), lease_grace_seconds=self.config.lease_grace_seconds
+                shard_id=shard_id, lease_grace_seconds=self.config.lease_grace_seconds
             )
             self._stores[shard_id] = store
         return store

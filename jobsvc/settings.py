@@ -262,6 +262,9 @@ EXECUTOR_READ_AHEAD = env_int("JOBSVC_EXECUTOR_READ_AHEAD", 40000, minimum=1)
 # 500 halved the drain speed of no-op jobs against 1,000 (more transactions, each waiting
 # for its commit to be flushed); 2,000 made a claim take a quarter of a second.
 EXECUTOR_CLAIM_BATCH = env_int("JOBSVC_EXECUTOR_CLAIM_BATCH", 1000, minimum=1)
+# An executor that runs out of a user's jobs runs those of the user's jobs that wait for
+# another executor, found in the shards (executor_worker.work_stealing).
+EXECUTOR_WORK_STEALING = env_bool("JOBSVC_EXECUTOR_WORK_STEALING", True)
 # Messages of one partition held behind one not handled yet (a long job, a shard that
 # cannot be reached): offsets are committed only up to it, so at this many the executor
 # stops reading the partition (bounded memory) until half are committed.

@@ -60,10 +60,13 @@ MIN_WINDOWS = 3  # whole 1-s windows with every user backlogged, or the test mea
 # seen 0.057 short (0.514 of 0.571). Bulk requests are dealt over every shard now
 # (jobsvc/jobs/spread.py), yet with the window checked, one run of two here still saw the
 # weight-2 user at 0.343 (of 0.286) in it, each user's jobs evenly on the four shards. A
-# known gap, in the README's fairness row. The likely cause, traced on the bench: both
-# executors hold the same share of each user's jobs but run at different speeds, so the
-# faster runs out of the user's jobs first, and until the other does the user gets one
-# executor's share (deploy/bench/results/2026-11-24/12-idle-users-past-the-cap.md).
+# known gap, in the README's fairness row. The cause, traced on the bench: both executors
+# hold the same share of each user's jobs but run at different speeds, so the faster runs
+# out of the user's jobs first, and until the other does the user gets one executor's
+# share (deploy/bench/results/2026-11-24/12-idle-users-past-the-cap.md). Work stealing
+# narrows that (the weight-4 user's share of its last second: median 0.520 of 0.571
+# against 0.499 without, over seven runs each) but does not close it
+# (deploy/bench/results/2026-11-25/15-work-stealing.md).
 RUN_OUT_WINDOWS = 1
 # The first second of webhook jobs is checked by Jain's index only, too: executors give a
 # free thread whatever job is held, and until every shard's first round has been read

@@ -7,9 +7,11 @@ statement: lease and backoff arithmetic can be checked exactly.
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connections, transaction
 from django.utils import timezone
 
 from executor_worker.claims import Attempt, ClaimStore, Outcome
@@ -29,7 +31,7 @@ TIMEOUT = 12.5  # seconds, each job's timeout_seconds
 
 @pytest.fixture
 def claims() -> ClaimStore:
-    return ClaimStore(alias=ALIAS, lease_grace_seconds=GRACE)
+    return ClaimStore(shard_id=SHARD, lease_grace_seconds=GRACE)
 
 
 def _job(
@@ -41,8 +43,10 @@ def _job(
     handler: str = "default",
     params: dict | None = None,
     attempt_errors: list | None = None,
+    user_id: int = 42,
+    created_in: float = 0.0,
 ) -> str:
-    now = timezone.now()
+    now = timezone.now() + timedelta(seconds=created_in)
     spec = JobSpec(
         message="claim me",
         execute_at=now + timedelta(seconds=due_in),
@@ -52,7 +56,7 @@ def _job(
         handler_params=params or {},
     )
     job_id = new_job_id(shard_id=SHARD, at=now)
-    row = store.new_job_row(job_id=job_id, user_id=42, spec=spec, shard_id=SHARD, now=now)
+    row = store.new_job_row(job_id=job_id, user_id=user_id, spec=spec, shard_id=SHARD, now=now)
     store.insert_jobs(ALIAS, [row])
     Job.objects.using(ALIAS).filter(pk=job_id).update(
         status=status, attempts=attempts, attempt_errors=attempt_errors or []
@@ -343,3 +347,75 @@ def test_a_reopened_attempt_is_running_and_takes_its_outcome_like_a_claimed_one(
     claims.record([Outcome(attempt=attempt, succeeded=False, error="bad", retry_delay=2.0)])
     retried = _stored(job_id)
     assert (retried.status, retried.last_error) == ("scheduled", "bad")
+
+
+# --- work stealing -------------------------------------------------------------------
+
+
+def test_work_stealing_finds_the_newest_half_of_each_users_published_due_unstarted_jobs(claims):
+    jobs = [_job(user_id=42, created_in=-6.0 + i) for i in range(5)]  # oldest first
+    _job(user_id=42, created_in=1.0, due_in=60.0)  # published ahead: not due yet
+    _job(user_id=42, created_in=2.0, status="running", attempts=1)
+    _job(user_id=42, created_in=3.0, status="scheduled")
+    others = [_job(user_id=43, attempts=1, created_in=-2.0 + i) for i in range(2)]
+    _job(user_id=44)  # not asked for
+
+    found = claims.work_to_steal({42: 4.0, 43: 1.0}, per_user=10)
+
+    # Half of five, rounded up; the executor holding their messages keeps the older two.
+    assert sorted((m.job_id, m.attempt, m.user_id, m.weight) for m in found) == sorted(
+        [
+            (jobs[4], 1, 42, 4.0),
+            (jobs[3], 1, 42, 4.0),
+            (jobs[2], 1, 42, 4.0),
+            (others[1], 2, 43, 1.0),
+        ]
+    )
+    assert {(m.shard_id, m.handler) for m in found} == {(SHARD, "default")}
+    assert claims.work_to_steal({42: 4.0}, per_user=1) == [m for m in found if m.job_id == jobs[4]]
+
+
+def test_a_users_last_queued_job_is_found_too(claims):
+    """Or an executor that holds messages and runs nothing would keep one job a shard."""
+    job_id = _job(user_id=42)
+    assert [m.job_id for m in claims.work_to_steal({42: 1.0}, per_user=10)] == [job_id]
+
+
+def test_a_stolen_job_is_started_once_whichever_executor_claims_it_first(claims):
+    _job(created_in=-1.0)
+    job_id = _job()
+    [stolen] = claims.work_to_steal({42: 1.0}, per_user=10)
+    assert stolen.job_id == job_id
+
+    assert [a.job_id for a in claims.claim([(job_id, 1)], stolen=True)] == [job_id]
+    assert claims.claim([(job_id, 1)]) == []  # the message's copy, claimed second
+    assert claims.claim([(job_id, 1)], stolen=True) == []
+    assert _stored(job_id).attempts == 1
+
+
+@pytest.mark.django_db(databases="__all__", transaction=True)
+def test_a_stolen_job_another_transaction_has_locked_is_dropped_not_waited_for(claims):
+    """The executor holding the job's message may be claiming it at this moment: waiting
+    for it could deadlock the two claims (each holding rows the other wants)."""
+    job_id = _job()
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_the_row() -> None:
+        try:
+            with transaction.atomic(using=ALIAS):
+                Job.objects.using(ALIAS).select_for_update().get(pk=job_id)
+                locked.set()
+                release.wait(timeout=10)  # a claim that waits for it fails the test
+        finally:
+            connections[ALIAS].close()
+
+    holder = threading.Thread(target=hold_the_row)
+    holder.start()
+    try:
+        assert locked.wait(timeout=10)
+        assert claims.claim([(job_id, 1)], stolen=True) == []
+        assert claims.claim_succeeded([(job_id, 1)], handlers=["default"], stolen=True) == []
+    finally:
+        release.set()
+        holder.join()
+    assert [a.job_id for a in claims.claim([(job_id, 1)], stolen=True)] == [job_id]

@@ -63,7 +63,7 @@ def test_an_executor_frozen_inside_its_claim_does_not_keep_another_from_the_jobs
     def frozen_executor() -> None:
         try:
             with transaction.atomic(using=ALIAS):
-                ClaimStore(alias=ALIAS, lease_grace_seconds=1.0).claim([(job_id, 1)])
+                ClaimStore(shard_id=SHARD, lease_grace_seconds=1.0).claim([(job_id, 1)])
                 inside.set()
                 unfreeze.wait()  # the process is stopped here, before its commit
             frozen_outcome.append(None)
@@ -79,7 +79,7 @@ def test_an_executor_frozen_inside_its_claim_does_not_keep_another_from_the_jobs
 
     def next_executor() -> None:
         try:
-            claimed.extend(ClaimStore(alias=ALIAS, lease_grace_seconds=1.0).claim([(job_id, 1)]))
+            claimed.extend(ClaimStore(shard_id=SHARD, lease_grace_seconds=1.0).claim([(job_id, 1)]))
         finally:
             connections.close_all()
 
@@ -111,7 +111,7 @@ def _idle_then_query(claims: ClaimStore, *, idle: float, allow: float | None) ->
 
 
 def test_a_transaction_that_publishes_inside_may_sit_idle_as_long_as_it_allows():
-    claims = ClaimStore(alias=ALIAS, lease_grace_seconds=1.0)
+    claims = ClaimStore(shard_id=SHARD, lease_grace_seconds=1.0)
     _idle_then_query(claims, idle=1.0, allow=5.0)  # no error: the limit was raised
     try:
         with pytest.raises(DatabaseError):

@@ -107,3 +107,36 @@ def test_clear_returns_everything_held():
 def test_a_weight_must_be_positive(weight):
     with pytest.raises(ValueError):
         FairBuffer().put("a", weight, "job")
+
+
+def test_users_that_run_dry_are_reported_once_with_their_weights_and_runs():
+    buffer: FairBuffer[tuple[str, int]] = FairBuffer(report_dry=True)
+    for index in range(3):
+        buffer.put("backlogged", 4.0, ("backlogged", index))
+    buffer.put("single", 1.0, ("single", 0))
+    for index in range(4):
+        buffer.put("staying", 2.0, ("staying", index))
+
+    buffer.take(7)  # "backlogged" and "single" run dry, "staying" keeps one
+
+    assert buffer.ran_dry() == {"backlogged": (4.0, 3), "single": (1.0, 1)}
+    assert buffer.ran_dry() == {}  # forgotten once reported
+
+
+def test_a_run_counts_from_when_the_user_last_had_nothing_held():
+    buffer: FairBuffer[str] = FairBuffer(report_dry=True)
+    buffer.put("user", 1.0, "first")
+    buffer.put("user", 1.0, "second")
+    buffer.take(2)
+    assert buffer.ran_dry() == {"user": (1.0, 2)}
+    for item in ("a", "b", "c"):
+        buffer.put("user", 1.0, item)
+    buffer.take(1)
+    buffer.take(2)  # three in a row, over two takes
+    assert buffer.ran_dry() == {"user": (1.0, 3)}
+
+
+def test_nothing_is_reported_unless_asked_for():
+    buffer = filled({"a": (1.0, 500)})
+    buffer.take(500)
+    assert buffer.ran_dry() == {}

@@ -71,6 +71,7 @@ class Command(BaseCommand):
                 max_in_flight=settings.EXECUTOR_MAX_IN_FLIGHT,
                 read_ahead=settings.EXECUTOR_READ_AHEAD,
                 claim_batch=settings.EXECUTOR_CLAIM_BATCH,
+                work_stealing=settings.EXECUTOR_WORK_STEALING,
                 max_uncommitted=settings.EXECUTOR_MAX_UNCOMMITTED_PER_PARTITION,
                 lease_grace_seconds=settings.EXECUTOR_LEASE_GRACE,
                 drain_timeout=settings.EXECUTOR_DRAIN_TIMEOUT,
