@@ -69,6 +69,7 @@ EXECUTOR_METRICS = (
     Metric("jobsvc_consumer_offset_holes", "counter", ("outcome",)),
     Metric("jobsvc_executor_in_flight", "gauge"),
     Metric("jobsvc_executor_read_ahead_messages", "gauge"),
+    Metric("jobsvc_executor_jobs_stolen", "counter"),
     Metric("jobsvc_executor_shard_failing_seconds", "gauge", ("shard",)),
 )
 # Defined once (jobsvc.messaging.dead_letter), exported by schedulers and executors alike:

@@ -181,36 +181,58 @@ MAX_UNCOMMITTED = 40  # the executor's limit per partition in the test below
 BATCH_SIZE = 10  # messages per poll: what it may read past the limit in one poll
 
 
+def jobs_behind_a_held_message(user_id: int, url: str) -> tuple[int, str, list[str]]:
+    """A job on one shard, and 4 x MAX_UNCOMMITTED on the others: (its shard, it, them).
+
+    No other queued job of the user is left: work stealing would find and run it."""
+    held = queued_job(user_id, url)
+    shard = shard_of(held)
+    others: list[str] = []
+    while len(others) < 4 * MAX_UNCOMMITTED:
+        job_id = queued_job(user_id, url)
+        if shard_of(job_id) == shard:
+            Job.objects.using(shard_alias(shard)).filter(pk=job_id).delete()
+        else:
+            others.append(job_id)
+    return shard, held, others
+
+
+def start_holding_executor(start_worker, *, work_stealing: bool):
+    return start_worker(
+        "executor",
+        "executor-a",
+        env={
+            "JOBSVC_EXECUTOR_MAX_UNCOMMITTED_PER_PARTITION": str(MAX_UNCOMMITTED),
+            "JOBSVC_EXECUTOR_BATCH_SIZE": str(BATCH_SIZE),
+            "JOBSVC_EXECUTOR_WORK_STEALING": str(work_stealing).lower(),
+        },
+    )
+
+
+def succeeded_count(job_ids: list[str]) -> int:
+    aliases = {shard_alias(shard_of(j)) for j in job_ids}
+    return sum(
+        Job.objects.using(alias).filter(pk__in=job_ids, status="succeeded").count()
+        for alias in aliases
+    )
+
+
 def test_an_executor_stops_reading_a_partition_held_up_by_an_unreachable_shard(
     make_user, start_worker, receiver, jobs_topic
 ):
     """Memory stays bounded: at-least-once forbids committing past the held message, so
-    the executor stops reading its partition instead of remembering ever more behind it."""
-    user = make_user()
-    shard, [held, *_], others = jobs_split_by_shard(user.pk, receiver.url, each=1)
-    while len(others) < 4 * MAX_UNCOMMITTED:
-        job_id = queued_job(user.pk, receiver.url)
-        if shard_of(job_id) != shard:
-            others.append(job_id)
+    the executor stops reading its partition instead of remembering ever more behind it.
 
-    def others_succeeded() -> int:
-        aliases = {shard_alias(shard_of(j)) for j in others}
-        return sum(
-            Job.objects.using(alias).filter(pk__in=others, status="succeeded").count()
-            for alias in aliases
-        )
+    Work stealing is off here: it would run the jobs behind the held message from the
+    shards (the next test), and this one counts the jobs that ran to tell how far the
+    executor read."""
+    user = make_user()
+    shard, held, others = jobs_behind_a_held_message(user.pk, receiver.url)
 
     with shard_offline(shard):
         # One key, one partition: every other message waits behind the held one.
         jobs_topic.publish(*[(held, message(j, user.pk, attempt=1)) for j in [held, *others]])
-        executor = start_worker(
-            "executor",
-            "executor-a",
-            env={
-                "JOBSVC_EXECUTOR_MAX_UNCOMMITTED_PER_PARTITION": str(MAX_UNCOMMITTED),
-                "JOBSVC_EXECUTOR_BATCH_SIZE": str(BATCH_SIZE),
-            },
-        )
+        executor = start_holding_executor(start_worker, work_stealing=False)
         wait_until(
             lambda: "pausing it" in executor.log(),
             timeout=HANDLED_TIMEOUT,
@@ -222,12 +244,42 @@ def test_an_executor_stops_reading_a_partition_held_up_by_an_unreachable_shard(
             timeout=HANDLED_TIMEOUT,
             what="two more claims of the held message failed",
         )
-        assert 0 < others_succeeded() <= MAX_UNCOMMITTED + BATCH_SIZE
+        assert 0 < succeeded_count(others) <= MAX_UNCOMMITTED + BATCH_SIZE
 
     wait_until(
-        lambda: others_succeeded() == len(others) and status(held) == "succeeded",
+        lambda: succeeded_count(others) == len(others) and status(held) == "succeeded",
         timeout=HANDLED_TIMEOUT,
         what="every job ran once the shard is back",
     )
+    jobs_topic.wait_until_all_handled()
+    assert receiver.count_by_job() == dict.fromkeys([held, *others], 1)
+
+
+def test_jobs_behind_a_held_message_run_from_the_shards_while_the_partition_waits(
+    make_user, start_worker, receiver, jobs_topic
+):
+    """With work stealing, a partition held up by an unreachable shard holds up only that
+    shard's jobs: the executor runs out of the user's jobs it read, finds the rest in the
+    shards it can reach, and runs them, each once; their messages, read once the shard is
+    back, are dropped."""
+    user = make_user()
+    shard, held, others = jobs_behind_a_held_message(user.pk, receiver.url)
+
+    with shard_offline(shard):
+        jobs_topic.publish(*[(held, message(j, user.pk, attempt=1)) for j in [held, *others]])
+        executor = start_holding_executor(start_worker, work_stealing=True)
+        wait_until(
+            lambda: "pausing it" in executor.log(),
+            timeout=HANDLED_TIMEOUT,
+            what="the executor pauses the partition",
+        )
+        wait_until(
+            lambda: succeeded_count(others) == len(others),
+            timeout=HANDLED_TIMEOUT,
+            what="the jobs behind the held message ran while its shard was offline",
+        )
+        assert not jobs_topic.all_handled()  # their messages still wait behind it
+
+    wait_until(lambda: status(held) == "succeeded", timeout=HANDLED_TIMEOUT, what="held ran")
     jobs_topic.wait_until_all_handled()
     assert receiver.count_by_job() == dict.fromkeys([held, *others], 1)
