@@ -23,11 +23,12 @@ however short its run), until a look finds nothing. So a user's last jobs are sh
 in halves, and those of an executor that holds its messages and runs nothing (stuck, or
 far slower) are all run by the others.
 
-Measured, it narrows the gap but does not close it: over seven alternated runs, the
-weight-4 user's share of its last second was 0.511-0.556 (median 0.520) against
-0.395-0.523 (median 0.499) without. A look waits for the executor to run dry and then for
-its next turn, and the jobs it finds include those the other executor has already taken
-into its turn's claims: those copies lose the race and are dropped (200-400 a run)
+Measured, it narrows the gap but does not close it: over fourteen alternated runs, the
+weight-4 user's share of its last second was 0.489-0.565 (median 0.517) against
+0.395-0.565 (median 0.490) without, and a whole window was over 5 % in 1 run against 3.
+A look waits for the executor to run dry and then for its next turn, and the jobs it
+finds include those the other executor has already taken into its turn's claims: those
+copies lose the race and are dropped (200-400 a run)
 (deploy/bench/results/2026-11-25/15-work-stealing.md).
 
 A look is a query per shard, so there is at most one per ``interval``, for at most

@@ -64,8 +64,8 @@ MIN_WINDOWS = 3  # whole 1-s windows with every user backlogged, or the test mea
 # hold the same share of each user's jobs but run at different speeds, so the faster runs
 # out of the user's jobs first, and until the other does the user gets one executor's
 # share (deploy/bench/results/2026-11-24/12-idle-users-past-the-cap.md). Work stealing
-# narrows that (the weight-4 user's share of its last second: median 0.520 of 0.571
-# against 0.499 without, over seven runs each) but does not close it
+# narrows that (the weight-4 user's share of its last second: median 0.517 of 0.571
+# against 0.490 without, over fourteen runs each) but does not close it
 # (deploy/bench/results/2026-11-25/15-work-stealing.md).
 RUN_OUT_WINDOWS = 1
 # The first second of webhook jobs is checked by Jain's index only, too: executors give a
