@@ -5,18 +5,11 @@ from __future__ import annotations
 import pytest
 
 from deploy.loadgen.pacing import MAX_LAG_SECONDS, Pacer
-
-
-class FakeClock:
-    def __init__(self, now: float = 100.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+from tests.fake_clock import FakeClock
 
 
 def test_slots_are_one_request_interval_apart_for_the_target_rate():
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     pacer = Pacer.for_rate(
         jobs_per_second=500, jobs_per_request=10, start=100.0, duration=1.0, clock=clock
     )
@@ -61,4 +54,4 @@ def test_no_slot_at_or_after_the_end():
 
 def test_interval_must_be_positive():
     with pytest.raises(ValueError):
-        Pacer(interval=0, start=0, end=1, clock=FakeClock())
+        Pacer(interval=0, start=0, end=1, clock=FakeClock(100.0))

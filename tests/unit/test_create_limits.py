@@ -6,14 +6,7 @@ import pytest
 
 from jobsvc import errors
 from jobsvc.jobs.limits import CreateLimiter, UserLimits
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.fake_clock import FakeClock
 
 
 class Counts:
@@ -29,8 +22,8 @@ class Counts:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> FakeClock:
+    return FakeClock(1000.0)
 
 
 @pytest.fixture

@@ -16,14 +16,7 @@ from jobsvc.handlers.errors import (
     RetryableError,
 )
 from jobsvc.handlers.kafka import KafkaHandler
-
-
-class FakeClock:
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+from tests.fake_clock import FakeClock
 
 
 class FakeProducer:
@@ -45,7 +38,7 @@ class FakeProducer:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(1000.0)
 
 
 def make_handler(clock: FakeClock, producer: FakeProducer | None = None, **kwargs) -> KafkaHandler:

@@ -5,23 +5,16 @@ from __future__ import annotations
 import pytest
 
 from scheduler_worker.in_flight import InFlightLimit
+from tests.fake_clock import FakeClock
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def limit(clock: Clock, **overrides) -> InFlightLimit:
+def limit(clock: FakeClock, **overrides) -> InFlightLimit:
     options = {"ceiling": 5000, "floor": 500, "target_wait": 0.2, "step": 250, "clock": clock}
     return InFlightLimit(**{**options, **overrides})
 
 
 def test_it_starts_at_the_ceiling_and_stays_there_while_the_queue_is_young():
-    clock = Clock()
+    clock = FakeClock()
     adaptive = limit(clock)
 
     for _ in range(100):
@@ -31,7 +24,7 @@ def test_it_starts_at_the_ceiling_and_stays_there_while_the_queue_is_young():
 
 
 def test_an_old_queue_shrinks_it_at_most_once_per_target_wait_down_to_the_floor():
-    clock = Clock()
+    clock = FakeClock()
     adaptive = limit(clock)
 
     assert adaptive.update(oldest_queued_age=1.0) == 4000
@@ -46,7 +39,7 @@ def test_an_old_queue_shrinks_it_at_most_once_per_target_wait_down_to_the_floor(
 
 
 def test_it_climbs_back_once_the_queue_is_young_again_and_holds_near_the_target():
-    clock = Clock()
+    clock = FakeClock()
     adaptive = limit(clock)
     for _ in range(20):
         clock.now += 0.2
@@ -62,4 +55,4 @@ def test_it_climbs_back_once_the_queue_is_young_again_and_holds_near_the_target(
 @pytest.mark.parametrize(("floor", "ceiling"), [(0, 10), (11, 10)])
 def test_a_floor_outside_the_ceiling_is_refused(floor, ceiling):
     with pytest.raises(ValueError, match="floor"):
-        InFlightLimit(ceiling=ceiling, floor=floor, target_wait=0.2, step=1, clock=Clock())
+        InFlightLimit(ceiling=ceiling, floor=floor, target_wait=0.2, step=1, clock=FakeClock())

@@ -5,24 +5,15 @@ from __future__ import annotations
 import pytest
 
 from deploy.localstack.restarts import CrashLoop, Restart, RestartPolicy
-
-
-class Clock:
-    """A monotonic clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.fake_clock import FakeClock
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> FakeClock:
+    return FakeClock(1000.0)
 
 
-def policy(clock: Clock, **overrides: float) -> RestartPolicy:
+def policy(clock: FakeClock, **overrides: float) -> RestartPolicy:
     settings = {"first_delay": 1.0, "max_delay": 8.0, "crash_loop_exits": 5}
     settings.update(overrides)
     return RestartPolicy(crash_loop_window=60.0, clock=clock, **settings)

@@ -5,22 +5,15 @@ from __future__ import annotations
 import pytest
 
 from executor_worker.retry_gate import RetryGate
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.fake_clock import FakeClock
 
 
 def test_a_key_that_never_failed_is_open():
-    assert RetryGate(first_delay=0.1, max_delay=5, clock=Clock()).is_open(3)
+    assert RetryGate(first_delay=0.1, max_delay=5, clock=FakeClock(100.0)).is_open(3)
 
 
 def test_a_failed_key_is_closed_for_its_delay_then_open_again():
-    clock = Clock()
+    clock = FakeClock(100.0)
     gate = RetryGate(first_delay=0.5, max_delay=5, clock=clock)
 
     assert gate.failed(1) == 0.5
@@ -31,13 +24,13 @@ def test_a_failed_key_is_closed_for_its_delay_then_open_again():
 
 
 def test_failures_in_a_row_double_the_delay_up_to_the_cap():
-    gate = RetryGate(first_delay=0.5, max_delay=3, clock=Clock())
+    gate = RetryGate(first_delay=0.5, max_delay=3, clock=FakeClock(100.0))
 
     assert [gate.failed("dlq") for _ in range(5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
 
 
 def test_a_success_resets_the_delay():
-    clock = Clock()
+    clock = FakeClock(100.0)
     gate = RetryGate(first_delay=0.5, max_delay=5, clock=clock)
     gate.failed(1)
     gate.failed(1)
@@ -49,7 +42,7 @@ def test_a_success_resets_the_delay():
 
 
 def test_many_failures_do_not_overflow():
-    gate = RetryGate(first_delay=0.1, max_delay=5, clock=Clock())
+    gate = RetryGate(first_delay=0.1, max_delay=5, clock=FakeClock(100.0))
     for _ in range(2000):
         delay = gate.failed(0)
     assert delay == 5
@@ -62,7 +55,7 @@ def test_delays_must_be_positive_and_ordered(first, cap):
 
 
 def test_failing_for_counts_from_the_first_failure_in_a_row():
-    clock = Clock()
+    clock = FakeClock(100.0)
     gate = RetryGate(first_delay=0.5, max_delay=3, clock=clock)
     gate.failed(1)
     clock.now += 4

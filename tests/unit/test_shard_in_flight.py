@@ -6,14 +6,7 @@ import math
 
 from scheduler_worker.in_flight import IN_FLIGHT_RECOUNT_INTERVAL, ShardInFlight
 from scheduler_worker.shard_store import ClaimedJob
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.fake_clock import FakeClock
 
 
 class CountingShard:
@@ -39,12 +32,12 @@ def job(user: int) -> ClaimedJob:
     )
 
 
-def book(shard: CountingShard, clock: Clock, *, max_in_flight: int = 100) -> ShardInFlight:
+def book(shard: CountingShard, clock: FakeClock, *, max_in_flight: int = 100) -> ShardInFlight:
     return ShardInFlight(store=shard, max_in_flight=max_in_flight, batch_size=50, clock=clock)
 
 
 def test_jobs_claimed_between_counts_use_up_the_room_until_the_next_count():
-    shard, clock = CountingShard({1: 60}), Clock()
+    shard, clock = CountingShard({1: 60}), FakeClock()
     in_flight = book(shard, clock)
     assert in_flight.room() == 40
     in_flight.claimed([job(2)] * 30)
@@ -56,7 +49,7 @@ def test_jobs_claimed_between_counts_use_up_the_room_until_the_next_count():
 
 
 def test_each_user_has_room_up_to_its_weighted_share_and_at_least_one_job():
-    shard, clock = CountingShard({1: 60, 2: 5}), Clock()
+    shard, clock = CountingShard({1: 60, 2: 5}), FakeClock()
     in_flight = book(shard, clock)
     in_flight.room()
     rooms = in_flight.rooms([1, 2, 3], {1: 2.0, 2: 1.0, 3: 1.0})
@@ -65,7 +58,7 @@ def test_each_user_has_room_up_to_its_weighted_share_and_at_least_one_job():
 
 
 def test_without_a_limit_nothing_is_counted_and_every_user_may_have_a_batch():
-    shard, clock = CountingShard({1: 60}), Clock()
+    shard, clock = CountingShard({1: 60}), FakeClock()
     in_flight = book(shard, clock, max_in_flight=0)
     assert in_flight.room() == math.inf
     in_flight.claimed([job(1)] * 10)

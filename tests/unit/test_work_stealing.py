@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 from executor_worker.work_stealing import WorkStealing
+from tests.fake_clock import FakeClock
 
 RUN = 32  # jobs in a row that make a backlog
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def stealing(clock: Clock | None = None, *, max_users: int = 100) -> WorkStealing:
-    return WorkStealing(backlog_run=RUN, max_users=max_users, interval=0.05, clock=clock or Clock())
+def stealing(clock: FakeClock | None = None, *, max_users: int = 100) -> WorkStealing:
+    return WorkStealing(
+        backlog_run=RUN, max_users=max_users, interval=0.05, clock=clock or FakeClock()
+    )
 
 
 def test_users_that_ran_dry_after_a_backlog_are_looked_for_heaviest_first_up_to_the_limit():
@@ -28,7 +23,7 @@ def test_users_that_ran_dry_after_a_backlog_are_looked_for_heaviest_first_up_to_
 
 
 def test_looks_are_at_least_an_interval_apart_and_the_users_left_wait_for_the_next():
-    clock = Clock()
+    clock = FakeClock()
     looks = stealing(clock, max_users=1)
     looks.ran_dry({"a": (2.0, RUN), "b": (1.0, RUN)})
     assert looks.users_to_look_for() == {"a": 2.0}
@@ -42,7 +37,7 @@ def test_looks_are_at_least_an_interval_apart_and_the_users_left_wait_for_the_ne
 
 
 def test_a_user_a_look_found_jobs_for_is_looked_for_again_after_any_run_until_none_are_found():
-    clock = Clock()
+    clock = FakeClock()
     looks = stealing(clock)
     looks.ran_dry({"a": (1.0, RUN), "b": (1.0, RUN)})
     looked_for = looks.users_to_look_for()
