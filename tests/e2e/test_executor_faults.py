@@ -197,8 +197,13 @@ def jobs_behind_a_held_message(user_id: int, url: str) -> tuple[int, str, list[s
     return shard, held, others
 
 
-def start_holding_executor(start_worker, *, work_stealing: bool):
-    return start_worker(
+def hold_up_a_partition(
+    start_worker, jobs_topic, user_id: int, held: str, others: list[str], *, work_stealing: bool
+):
+    """Publish ``held`` and then ``others`` to one partition (one key), start an executor,
+    and wait until it pauses that partition; its shard must be offline. The executor."""
+    jobs_topic.publish(*[(held, message(j, user_id, attempt=1)) for j in [held, *others]])
+    executor = start_worker(
         "executor",
         "executor-a",
         env={
@@ -207,6 +212,12 @@ def start_holding_executor(start_worker, *, work_stealing: bool):
             "JOBSVC_EXECUTOR_WORK_STEALING": str(work_stealing).lower(),
         },
     )
+    wait_until(
+        lambda: "pausing it" in executor.log(),
+        timeout=HANDLED_TIMEOUT,
+        what="the executor pauses the partition",
+    )
+    return executor
 
 
 def succeeded_count(job_ids: list[str]) -> int:
@@ -230,13 +241,9 @@ def test_an_executor_stops_reading_a_partition_held_up_by_an_unreachable_shard(
     shard, held, others = jobs_behind_a_held_message(user.pk, receiver.url)
 
     with shard_offline(shard):
-        # One key, one partition: every other message waits behind the held one.
-        jobs_topic.publish(*[(held, message(j, user.pk, attempt=1)) for j in [held, *others]])
-        executor = start_holding_executor(start_worker, work_stealing=False)
-        wait_until(
-            lambda: "pausing it" in executor.log(),
-            timeout=HANDLED_TIMEOUT,
-            what="the executor pauses the partition",
+        # One partition: every other message waits behind the held one.
+        executor = hold_up_a_partition(
+            start_worker, jobs_topic, user.pk, held, others, work_stealing=False
         )
         retries = executor.log().count(f"shard {shard}: claim failed")
         wait_until(
@@ -266,13 +273,7 @@ def test_jobs_behind_a_held_message_run_from_the_shards_while_the_partition_wait
     shard, held, others = jobs_behind_a_held_message(user.pk, receiver.url)
 
     with shard_offline(shard):
-        jobs_topic.publish(*[(held, message(j, user.pk, attempt=1)) for j in [held, *others]])
-        executor = start_holding_executor(start_worker, work_stealing=True)
-        wait_until(
-            lambda: "pausing it" in executor.log(),
-            timeout=HANDLED_TIMEOUT,
-            what="the executor pauses the partition",
-        )
+        hold_up_a_partition(start_worker, jobs_topic, user.pk, held, others, work_stealing=True)
         wait_until(
             lambda: succeeded_count(others) == len(others),
             timeout=HANDLED_TIMEOUT,
