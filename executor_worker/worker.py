@@ -102,7 +102,9 @@ _MIN_CUT_TURN = 0.05
 _STEAL_AFTER_RUN = 32
 _STEAL_MAX_USERS = 100
 _STEAL_INTERVAL = 0.05
-_STOLEN = -1  # the partition of a stolen job's stand-in for a message: none to commit
+# The partition of a stolen job's stand-in for a message: there is nothing to commit, and
+# JobConsumer.handled ignores a partition it was not assigned, as it does a revoked one.
+_STOLEN = -1
 _OBSERVE_INTERVAL = 5.0  # seconds between refreshes of the lag and in-flight gauges
 _DEADLINES_SLACK = 1000  # finished attempts the deadline heap may hold beyond 2x running
 # Backoff of a shard whose claim or record failed, and of the dead-letter topic: seconds
