@@ -66,13 +66,27 @@ class ClaimStore:
             cursor.execute(queries.CLAIM_UNLOCKED if stolen else queries.CLAIM, params)
             return [_attempt(row) for row in cursor.fetchall()]
 
-    def work_to_steal(self, weights: dict[int, float], *, per_user: int) -> list[JobMessage]:
+    def work_to_steal(
+        self,
+        weights: dict[int, float],
+        *,
+        per_user: int,
+        held: Sequence[str] = (),
+        waited: float = 0.0,
+    ) -> list[JobMessage]:
         """Of each user's published, due, unstarted jobs, the newest half, at most
         ``per_user``, as the messages the scheduler sent for them (``weights``: the users'
-        weights, which messages carry). Nothing is claimed (see queries.WORK_STOLEN)."""
+        weights, which messages carry). Left out: the jobs in ``held``, and those
+        published or due less than ``waited`` seconds ago. Nothing is claimed (see
+        queries.WORK_STOLEN)."""
         if not weights:
             return []
-        params = {"users": list(weights), "per_user": per_user}
+        params = {
+            "users": list(weights),
+            "per_user": per_user,
+            "held": list(held),
+            "waited": waited,
+        }
         with connections[self.alias].cursor() as cursor:
             cursor.execute(queries.WORK_STOLEN, params)
             rows = cursor.fetchall()

@@ -37,12 +37,20 @@ from typing import Generic, TypeVar
 T = TypeVar("T")
 
 _GOLDEN_RATIO_CONJUGATE = (5**0.5 - 1) / 2  # its multiples mod 1 spread evenly
+# A user whose two turns' worth (see ran_dry) is fewer items than this is reported only
+# once it has none: a turn without it costs it a few jobs. Looking early for such users
+# cost more than it mended: with 100 users of weights 1, 2, 5 and 10, where two turns are
+# 4-44 jobs of each, the weight-1 class was 6.0 and 7.1 % off its share in a window in
+# two runs, against 2.1 % looking only once dry (deploy/bench/results/2026-11-25/
+# 16-looking-before-dry.md).
+_LOW_MARK_FLOOR = 64
 
 
 class FairBuffer(Generic[T]):
-    def __init__(self, *, report_dry: bool = False) -> None:
-        """``report_dry``: see ``ran_dry``."""
+    def __init__(self, *, report_dry: bool = False, turn: int = 0) -> None:
+        """``report_dry``, ``turn``: see ``ran_dry``."""
         self.report_dry = report_dry
+        self.turn = turn
         # Per user with items: a heap of (-priority, arrival, item).
         self._queues: dict[Hashable, list[tuple[int, int, T]]] = {}
         self._weights: dict[Hashable, float] = {}
@@ -55,6 +63,8 @@ class FairBuffer(Generic[T]):
         self._size = 0
         self._run: dict[Hashable, int] = {}  # per user with items: taken since it had none
         self._ran_dry: dict[Hashable, tuple[float, int]] = {}  # see ran_dry
+        self._total_weight = 0.0  # of the users with items
+        self._running_low: set[Hashable] = set()  # reported as running low, not refilled
 
     def __len__(self) -> int:
         return self._size
@@ -67,18 +77,23 @@ class FairBuffer(Generic[T]):
         """Hold ``item`` of ``user``, whose weight (a positive number) is ``weight``."""
         if not weight > 0:
             raise ValueError(f"weight must be positive, got {weight!r}")
-        self._weights[user] = weight  # the latest message's weight counts
         queue = self._queues.get(user)
         arrival = next(self._arrivals)
         if queue is None:
             queue = self._queues[user] = []
+            self._total_weight += weight
             start = self._ahead.pop(user, self._virtual)
             if start <= self._virtual:
                 start = self._virtual + self._next_phase() / weight
             heapq.heappush(self._turns, (start, arrival, user))
             self._run[user] = 0
+        else:
+            self._total_weight += weight - self._weights[user]
+        self._weights[user] = weight  # the latest message's weight counts
         heapq.heappush(queue, (-priority, arrival, item))
         self._size += 1
+        if user in self._running_low and not self._is_low(len(queue), weight):
+            self._running_low.discard(user)
 
     def take(self, count: int) -> list[T]:
         """Up to ``count`` items, in weighted fair order; they leave the buffer."""
@@ -92,12 +107,24 @@ class FairBuffer(Generic[T]):
             self._run[user] += 1
             if queue:
                 heapq.heappush(self._turns, (following, arrival, user))
+                if (
+                    self.turn
+                    and self.report_dry
+                    and user not in self._running_low
+                    and self._is_low(len(queue), self._weights[user])
+                ):
+                    self._running_low.add(user)
+                    self._ran_dry[user] = (self._weights[user], self._run[user])
             else:
                 del self._queues[user]
                 weight, run = self._weights.pop(user), self._run.pop(user)
+                self._total_weight -= weight
+                self._running_low.discard(user)
                 if self.report_dry:
                     self._ran_dry[user] = (weight, run)
                 self._ahead[user] = following
+        if not self._queues:
+            self._total_weight = 0.0  # no drift from adding and taking away floats
         self._size -= len(taken)
         self._forget_caught_up()
         return taken
@@ -105,14 +132,27 @@ class FairBuffer(Generic[T]):
     def ran_dry(self) -> dict[Hashable, tuple[float, int]]:
         """The users whose queue ran dry since the last call (``report_dry`` only), each
         with its weight and how many of its items were taken since it last had none;
-        forgotten once returned."""
+        forgotten once returned. With ``turn`` (the items a turn takes), also a user whose
+        queue is down to two turns' worth of its weight's share (among the users holding
+        items), if that is at least ``_LOW_MARK_FLOOR`` items: reported once, and again
+        only after its queue grew past that."""
         users, self._ran_dry = self._ran_dry, {}
         return users
+
+    def items_of(self, user: Hashable) -> list[T]:
+        """The items of ``user`` held, in no particular order."""
+        return [item for _, _, item in self._queues.get(user, ())]
+
+    def _is_low(self, held: int, weight: float) -> bool:
+        """Whether ``held`` items of a user of ``weight`` are at most two turns' worth, and
+        two turns' worth is at least ``_LOW_MARK_FLOOR``."""
+        mark = 2 * self.turn * weight
+        return held * self._total_weight <= mark and mark >= _LOW_MARK_FLOOR * self._total_weight
 
     def clear(self) -> list[T]:
         """Everything held, in no particular order; the buffer is empty after."""
         items = [item for queue in self._queues.values() for _, _, item in queue]
-        self.__init__(report_dry=self.report_dry)
+        self.__init__(report_dry=self.report_dry, turn=self.turn)
         return items
 
     def _next_phase(self) -> float:

@@ -98,7 +98,9 @@ FAIL = """
 
 # Work stealing (executor_worker.work_stealing): per user, the newest of the jobs that were
 # published, are due and no executor has started yet, up to ``per_user`` and half of them
-# (the last one too).
+# (the last one too). Left out: those the executor looking holds itself (``held``), and
+# those published or due less than ``waited`` seconds ago, on their way to an executor
+# that keeps up rather than waiting in one that does not.
 # Another executor holds their messages and runs a user's jobs oldest first, so the newest
 # are the last it would reach, and with half each the two run out about together (the
 # one that runs out first looks again). Nothing is changed here: the jobs are started by
@@ -113,6 +115,9 @@ WORK_STOLEN = """
                   row_number() OVER (ORDER BY id DESC) AS newest, count(*) OVER () AS queued
              FROM jobs
             WHERE jobs.user_id = u.user_id AND jobs.status = 'queued' AND jobs.due_at <= now()
+              AND NOT jobs.id = ANY(%(held)s::text[])
+              AND greatest(jobs.due_at, coalesce(jobs.dispatched_at, jobs.due_at))
+                  <= now() - make_interval(secs => %(waited)s)
            ) AS j
      WHERE j.newest <= least(%(per_user)s, (j.queued + 1) / 2)
 """

@@ -1,4 +1,4 @@
-"""Work stealing: an executor that ran out of a user's jobs runs those another one holds.
+"""Work stealing: an executor running out of a user's jobs runs those another one holds.
 
 Each executor starts the jobs it holds in weighted fair order (executor_worker.fair_buffer),
 so a user gets its weight's share of each executor, and of the whole, while every executor
@@ -10,26 +10,31 @@ one is done too, that user gets its share of one executor only. Measured on 1:2:
 (deploy/bench fairness_end_to_end), the weight-4 user's share of the last second of its
 backlog fell from 0.571 to 0.35-0.54 in about one run in three.
 
-So when a user runs dry here after a run of at least ``backlog_run`` of its jobs
-(``FairBuffer.ran_dry``), the executor looks in every shard for that user's jobs that were
+So when a user's jobs here run low after a run of at least ``backlog_run`` of them
+(``FairBuffer.ran_dry``: down to two turns' worth of its weight's share if that is 64 jobs
+or more, or none), the executor looks in every shard for that user's jobs that were
 published and are due but that no executor has started (``ClaimStore.work_to_steal``), and
-holds them as if it had read their messages. They are started by a claim that is
-conditional on the attempt not having started, like any other: whichever executor claims
-a job second finds it started and drops its copy, so nothing runs twice. A look takes the
-*newest* half of those jobs: the executor that holds their messages starts a user's jobs
-oldest first, so the two work from opposite ends, and run out about together; the first
-to run out looks again (a user a look found jobs for is looked for whenever it runs dry,
-however short its run), until a look finds nothing. So a user's last jobs are shared out
-in halves, and those of an executor that holds its messages and runs nothing (stuck, or
-far slower) are all run by the others.
+holds them as if it had read their messages. Left out are the jobs it holds itself, and
+those published or due under half a second ago: those are on their way to an executor, not
+waiting in a slower one (an executor that keeps up has a short queue of every user, and
+would otherwise take its peer's jobs in transit, which that one then drops). They are
+started by a claim that is conditional on the attempt not having started, like any other:
+whichever executor claims a job second finds it started and drops its copy, so nothing runs
+twice. A look takes the *newest* half of those jobs: the executor that holds their messages
+starts a user's jobs oldest first, so the two work from opposite ends, and run out about
+together; the first to run low looks again (a user a look found jobs for is looked for
+whenever it runs low or dry, however short its run), until a look finds nothing. So a
+user's last jobs are shared out in halves, and those of an executor that holds its messages
+and runs nothing (stuck, or far slower) are all run by the others.
 
-Measured, it narrows the gap but does not close it: over fourteen alternated runs, the
-weight-4 user's share of its last second was 0.489-0.565 (median 0.517) against
-0.395-0.565 (median 0.490) without, and a whole window was over 5 % in 1 run against 3.
-A look waits for the executor to run dry and then for its next turn, and the jobs it
-finds include those the other executor has already taken into its turn's claims: those
-copies lose the race and are dropped (200-400 a run)
-(deploy/bench/results/2026-11-25/15-work-stealing.md).
+Looking only once a user had run dry narrowed the gap but did not close it: over fourteen
+alternated runs the weight-4 user's share of its last second was 0.489-0.565 (median
+0.517) against 0.395-0.565 (median 0.490) without stealing. The look came a turn late,
+after a turn that had nothing of that user (deploy/bench/results/2026-11-25/15-work-stealing.md).
+Looking while two turns' worth are left, over twelve runs the share was 0.519-0.572
+(median 0.545), within 5 % in 8, against 0.502-0.543 (median 0.531) and none of 8 before;
+the drain was about 7 % slower in those pairs, for reasons the traces did not show
+(deploy/bench/results/2026-11-25/16-looking-before-dry.md).
 
 A look is a query per shard, so there is at most one per ``interval``, for at most
 ``max_users`` users (the heaviest first).
@@ -58,7 +63,7 @@ class WorkStealing:
         self._next_look = -math.inf
 
     def ran_dry(self, users: dict[Hashable, tuple[float, int]]) -> None:
-        """Users whose jobs here ran out: (weight, jobs taken in a row before), as
+        """Users whose jobs here ran low or out: (weight, jobs taken in a row before), as
         ``FairBuffer.ran_dry`` gives them."""
         for user, (weight, run) in users.items():
             if run >= self.backlog_run or user in self._found:

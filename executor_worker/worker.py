@@ -102,6 +102,10 @@ _MIN_CUT_TURN = 0.05
 _STEAL_AFTER_RUN = 32
 _STEAL_MAX_USERS = 100
 _STEAL_INTERVAL = 0.05
+# Only jobs published and due at least this many seconds ago are taken: younger ones are
+# on their way to an executor that keeps up (messages reach one in tens of milliseconds
+# under load), and taking them would only make that one drop its copies.
+_STEAL_WAITED = 0.5
 # The partition of a stolen job's stand-in for a message: there is nothing to commit, and
 # JobConsumer.handled ignores a partition it was not assigned, as it does a revoked one.
 _STOLEN = -1
@@ -180,8 +184,9 @@ class ExecutorWorker:
         # handler thread only as threads come free, so that the fair order, not a queue
         # per shard, decides which of them starts next.
         report_dry = config.work_stealing
-        self._waiting: FairBuffer[_Item] = FairBuffer(report_dry=report_dry)
-        self._waiting_for_thread: FairBuffer[_Item] = FairBuffer(report_dry=report_dry)
+        turn = config.claim_batch
+        self._waiting: FairBuffer[_Item] = FairBuffer(report_dry=report_dry, turn=turn)
+        self._waiting_for_thread: FairBuffer[_Item] = FairBuffer(report_dry=report_dry, turn=turn)
         self._stealing = WorkStealing(
             backlog_run=_STEAL_AFTER_RUN,
             max_users=_STEAL_MAX_USERS,
@@ -360,11 +365,19 @@ class ExecutorWorker:
         found: set[int] = set()
         # About a claim batch in all: what a turn takes.
         per_user = math.ceil(self.config.claim_batch / (shard_count() * len(users)))
+        held = [
+            message.job_id
+            for buffer in (self._waiting, self._waiting_for_thread)
+            for user in users
+            for message, _ in buffer.items_of(user)
+        ]
         for shard_id in shard_ids():
             if not self._shards.is_open(shard_id):
                 continue
             try:
-                messages = self._store(shard_id).work_to_steal(users, per_user=per_user)
+                messages = self._store(shard_id).work_to_steal(
+                    users, per_user=per_user, held=held, waited=_STEAL_WAITED
+                )
             except DatabaseError as exc:
                 self._shard_failed(shard_id, "steal", exc)
                 continue

@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connections, transaction
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from executor_worker.claims import Attempt, ClaimStore, Outcome
@@ -373,6 +374,39 @@ def test_work_stealing_finds_the_newest_half_of_each_users_published_due_unstart
     )
     assert {(m.shard_id, m.handler) for m in found} == {(SHARD, "default")}
     assert claims.work_to_steal({42: 4.0}, per_user=1) == [m for m in found if m.job_id == jobs[4]]
+
+
+def test_work_stealing_leaves_out_the_jobs_the_executor_holds_itself(claims):
+    """An executor looks before it runs dry (executor_worker.work_stealing): the jobs it
+    still holds are queued too, and must not come back to it as stolen."""
+    jobs = [_job(user_id=42, created_in=-6.0 + i) for i in range(5)]  # oldest first
+
+    found = claims.work_to_steal({42: 4.0}, per_user=10, held=[jobs[4], jobs[0]])
+
+    # Of the three others, the newer two (half, rounded up).
+    assert sorted(m.job_id for m in found) == sorted([jobs[3], jobs[2]])
+
+
+def test_work_stealing_leaves_out_jobs_published_or_due_only_just_now(claims):
+    """Those are on their way to an executor that keeps up: not waiting in one that does
+    not."""
+    waiting = _job(user_id=42, created_in=-5.0)
+    just_published = _job(user_id=42, created_in=-4.0)
+    just_due = _job(user_id=42, created_in=-3.0)
+    # In the database's time: the query compares with now(), its transaction's start
+    # (Django's Now() is the statement's).
+    jobs = Job.objects.using(ALIAS)
+    jobs.filter(pk=waiting).update(dispatched_at=RawSQL("now() - interval '2 s'", []))
+    jobs.filter(pk=just_published).update(dispatched_at=RawSQL("now()", []))
+    jobs.filter(pk=just_due).update(due_at=RawSQL("now() - interval '0.1 s'", []))
+
+    found = claims.work_to_steal({42: 1.0}, per_user=10, waited=0.5)
+
+    assert [m.job_id for m in found] == [waiting]
+    assert {m.job_id for m in claims.work_to_steal({42: 1.0}, per_user=10)} == {
+        just_due,
+        just_published,
+    }  # the newer two of the three, with no wait asked for
 
 
 def test_a_users_last_queued_job_is_found_too(claims):

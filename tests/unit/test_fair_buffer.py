@@ -136,6 +136,57 @@ def test_a_run_counts_from_when_the_user_last_had_nothing_held():
     assert buffer.ran_dry() == {"user": (1.0, 3)}
 
 
+def test_a_user_is_reported_once_when_down_to_two_turns_of_its_share_and_again_once_dry():
+    """Reported before it runs dry, an executor can find a heavy user more jobs in time
+    for its next turn (executor_worker.work_stealing)."""
+    buffer: FairBuffer[tuple[str, int]] = FairBuffer(report_dry=True, turn=70)
+    for user, weight in (("light", 1.0), ("heavy", 6.0)):
+        for index in range(1000):
+            buffer.put(user, weight, (user, index))
+    # A turn of 70 gives "heavy" 60 of them: two turns' worth is 120 held.
+    buffer.take(1000 - 120 + 1000 // 6)  # "heavy" is taken down to 120 in this take
+    assert buffer.ran_dry() == {"heavy": (6.0, 880)}
+    buffer.take(7)
+    assert buffer.ran_dry() == {}  # once, while it is not refilled
+    held_heavy = len(buffer.items_of("heavy"))
+    buffer.take(held_heavy * 7 // 6)
+    assert buffer.ran_dry() == {"heavy": (6.0, 1000)}  # and once dry
+
+
+def test_a_user_running_low_is_reported_again_only_once_refilled_above_the_mark():
+    buffer: FairBuffer[str] = FairBuffer(report_dry=True, turn=40)
+    for index in range(160):  # alone, two turns' worth is 80
+        buffer.put("user", 1.0, f"old {index}")
+    buffer.take(80)
+    assert buffer.ran_dry() == {"user": (1.0, 80)}
+    buffer.put("user", 1.0, "one more")  # 81 held: above the mark
+    buffer.take(1)
+    assert buffer.ran_dry() == {"user": (1.0, 81)}
+    buffer.take(1)
+    assert buffer.ran_dry() == {}
+
+
+def test_a_user_with_few_jobs_in_two_turns_is_reported_only_once_dry():
+    """Two turns of 1,000 give each of 100 weight-1 users 20 jobs: too few to look early."""
+    buffer: FairBuffer[tuple[str, int]] = FairBuffer(report_dry=True, turn=1000)
+    for user in range(100):
+        for index in range(50):
+            buffer.put(str(user), 1.0, (str(user), index))
+    buffer.take(100 * 49)
+    assert buffer.ran_dry() == {}  # every user down to 1 held
+    buffer.take(100)
+    assert buffer.ran_dry() == {str(user): (1.0, 50) for user in range(100)}
+
+
+def test_the_items_of_a_user_are_those_it_still_holds():
+    buffer = filled({"a": (1.0, 3), "b": (2.0, 2)})
+    [taken] = buffer.take(1)
+    held = {("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1)} - {taken}
+    for user in ("a", "b"):
+        assert sorted(buffer.items_of(user)) == sorted(item for item in held if item[0] == user)
+    assert buffer.items_of("nobody") == []
+
+
 def test_nothing_is_reported_unless_asked_for():
     buffer = filled({"a": (1.0, 500)})
     buffer.take(500)
