@@ -51,6 +51,7 @@ class FairBuffer(Generic[T]):
         """``report_dry``, ``turn``: see ``ran_dry``."""
         self.report_dry = report_dry
         self.turn = turn
+        self._report_low = report_dry and turn > 0  # see ran_dry
         # Per user with items: a heap of (-priority, arrival, item).
         self._queues: dict[Hashable, list[tuple[int, int, T]]] = {}
         self._weights: dict[Hashable, float] = {}
@@ -108,8 +109,7 @@ class FairBuffer(Generic[T]):
             if queue:
                 heapq.heappush(self._turns, (following, arrival, user))
                 if (
-                    self.turn
-                    and self.report_dry
+                    self._report_low
                     and user not in self._running_low
                     and self._is_low(len(queue), self._weights[user])
                 ):
