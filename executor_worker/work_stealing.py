@@ -31,9 +31,10 @@ Looking only once a user had run dry narrowed the gap but did not close it: over
 alternated runs the weight-4 user's share of its last second was 0.489-0.565 (median
 0.517) against 0.395-0.565 (median 0.490) without stealing. The look came a turn late,
 after a turn that had nothing of that user (deploy/bench/results/2026-11-25/15-work-stealing.md).
-Looking while two turns' worth are left, over twelve runs the share was 0.519-0.572
-(median 0.545), within 5 % in 8, against 0.502-0.543 (median 0.531) and none of 8 before;
-the drain was about 7 % slower in those pairs, for reasons the traces did not show
+Looking while two turns' worth are left, over seventeen runs the share was 0.513-0.572
+(median 0.545), within 5 % in 11, against 0.460-0.543 (median 0.524) and none of 13 before;
+the drain was about 7 % slower in the first pairs but not in the last five (4 % in the
+pooled medians), for reasons the traces did not show
 (deploy/bench/results/2026-11-25/16-looking-before-dry.md).
 
 A look is a query per shard, so there is at most one per ``interval``, for at most

@@ -65,8 +65,8 @@ MIN_WINDOWS = 3  # whole 1-s windows with every user backlogged, or the test mea
 # out of the user's jobs first, and until the other does the user gets one executor's
 # share (deploy/bench/results/2026-11-24/12-idle-users-past-the-cap.md). Work stealing
 # that looks before a user runs dry narrows that further (the weight-4 user's share of its
-# last second on the bench: median 0.545 of 0.571, within 5 % in 8 of 12 runs, against
-# 0.531 and 0 of 8 before) but does not close it in every run
+# last second on the bench: median 0.545 of 0.571, within 5 % in 11 of 17 runs, against
+# 0.524 and 0 of 13 before) but does not close it in every run
 # (deploy/bench/results/2026-11-25/16-looking-before-dry.md).
 RUN_OUT_WINDOWS = 1
 # The first second of webhook jobs is checked by Jain's index only, too: executors give a
