@@ -196,6 +196,15 @@ KAFKA_HANDLER_ALLOWED_TOPICS = env_list("JOBSVC_KAFKA_HANDLER_ALLOWED_TOPICS")
 KAFKA_HANDLER_MAX_TIMEOUT = env_float("JOBSVC_KAFKA_HANDLER_MAX_TIMEOUT_SECONDS", 10.0, minimum=0.1)
 
 
+# --- Processes (the API's, schedulers, executors) --------------------------------------
+
+# Python's garbage collector in the API's and the workers' processes (jobsvc.gc_tuning):
+# what start-up created is frozen, and the young generation is collected after this many
+# allocations instead of 700, so full collections (tens of milliseconds each, during a
+# flood) become rare. 0: Python's own settings.
+GC_YOUNG_THRESHOLD = env_int("JOBSVC_GC_YOUNG_THRESHOLD", 50_000, minimum=0)
+
+
 # --- Scheduler workers ---------------------------------------------------------------
 
 # ZooKeeper session timeout: how long a dead worker keeps its shards (ZK's floor is 2 ticks).

@@ -18,6 +18,7 @@ from coordination.client import connect_in_background, disconnect
 from coordination.executors import ExecutorRegistration
 from executor_worker.runner import AttemptRunner
 from executor_worker.worker import ExecutorConfig, ExecutorWorker
+from jobsvc.gc_tuning import tune_garbage_collector
 from jobsvc.handlers.errors import HandlerConfigError
 from jobsvc.handlers.setup import registry_from_settings
 from jobsvc.logs import WORKER_ID_ENV
@@ -42,6 +43,7 @@ class Command(BaseCommand):
             raise CommandError("JOBSVC_RETRY_MAX_DELAY_SECONDS is below the base delay")
         worker_id = options["worker_id"]
         os.environ[WORKER_ID_ENV] = worker_id  # stamped on every log record
+        tune_garbage_collector(settings.GC_YOUNG_THRESHOLD)
         publish_timeout_ms = round(settings.EXECUTOR_PUBLISH_TIMEOUT * 1000)
         producer = RenewingProducer(
             lambda: BatchProducer(

@@ -10,6 +10,7 @@ import socket
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from jobsvc.gc_tuning import tune_garbage_collector
 from jobsvc.logs import WORKER_ID_ENV
 from jobsvc.sharding.shards import shard_ids
 from jobsvc.worker_endpoint import serve_worker_endpoint
@@ -35,6 +36,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         os.environ[WORKER_ID_ENV] = options["worker_id"]  # stamped on every log record
+        tune_garbage_collector(settings.GC_YOUNG_THRESHOLD)
         worker = SchedulerWorker(
             worker_id=options["worker_id"],
             shard_ids=list(shard_ids()),
