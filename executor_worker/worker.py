@@ -363,6 +363,7 @@ class ExecutorWorker:
         if not users:
             return
         found: set[int] = set()
+        stolen = 0
         # About a claim batch in all: what a turn takes.
         per_user = math.ceil(self.config.claim_batch / (shard_count() * len(users)))
         held = [
@@ -386,7 +387,15 @@ class ExecutorWorker:
                 self._wait(message, Received(partition=_STOLEN, offset=-1, value=None))
                 found.add(message.user_id)
             metrics.JOBS_STOLEN.inc(len(messages))
+            stolen += len(messages)
         self._stealing.found(users, found)
+        if stolen:
+            logger.info(
+                "took %d jobs that waited for other executors (users: %d)",
+                stolen,
+                len(found),
+                extra={"action": "steal"},
+            )
 
     def _claim_first(self, taken: list[_Item]) -> None:
         """Queue the jobs just taken (in fair order) for their claims: the first
