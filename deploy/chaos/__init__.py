@@ -6,7 +6,9 @@ Tansu; the API under gunicorn; 2 schedulers; 2 executors):
 
 - `workload`: a client creates jobs through the public API (half `http` to the local
   `receiver`, which records every delivery with its time, half the no-op `default`);
-  only jobs whose create was acknowledged enter the history.
+  only jobs whose create was acknowledged enter the history. With `--burst N` a fourth
+  user also creates N jobs due at once every 5 s, a backlog the executors take from each
+  other (work stealing).
 - `faults`: the nemesis. One fault at a time: SIGKILL or SIGSTOP (past the ZooKeeper
   session) of a scheduler, an executor and the API; every database session cut; a shard
   server restarted; the control server restarted; ZooKeeper restarted; the broker
@@ -18,7 +20,7 @@ Tansu; the API under gunicorn; 2 schedulers; 2 executors):
   duplicate, re-run, early, late) and measures recovery per fault; `report` writes the
   markdown table and the JSON.
 
-    python -m deploy.chaos [--replicas 1] [--short] [--seed N] [--mixed N]
+    python -m deploy.chaos [--replicas 1] [--short] [--seed N] [--mixed N] [--burst N]
 
 Exit status 1 when any job is lost, delivered twice for one attempt, or started early.
 """

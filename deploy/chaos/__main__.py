@@ -15,6 +15,14 @@ from .runner import Options, run_campaign
 
 DEFAULT_MIXED = 15  # faults drawn at random after the single pass
 DEFAULT_RATE = 20.0  # creates per second
+MAX_BURST = 1000  # jobs in one bulk request (JOBSVC_MAX_BULK_JOBS)
+
+
+def _burst_size(value: str) -> int:
+    jobs = int(value)
+    if not 0 <= jobs <= MAX_BURST:
+        raise argparse.ArgumentTypeError(f"a burst is 0 to {MAX_BURST:,} jobs, got {jobs}")
+    return jobs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,6 +42,14 @@ def main(argv: list[str] | None = None) -> int:
         "--short", action="store_true", help="one pass of each fault, no mixed phase"
     )
     parser.add_argument("--rate", type=float, default=DEFAULT_RATE, help="job creates per second")
+    parser.add_argument(
+        "--burst",
+        type=_burst_size,
+        default=0,
+        metavar="N",
+        help="a fourth user also creates N no-op jobs (at most 1,000) in one request every 5 s,"
+        " all due at once: a backlog both executors hold (work stealing)",
+    )
     parser.add_argument(
         "--only",
         default="",
@@ -65,12 +81,14 @@ def main(argv: list[str] | None = None) -> int:
         keep=args.keep,
         timings=tuple(tuple(item.split("=", 1)) for item in args.timing),
         only=tuple(name.strip() for name in args.only.split(",") if name.strip()),
+        burst=args.burst,
     )
     result = run_campaign(options)
     command = "python -m deploy.chaos " + shlex.join(
         [
             *(["--replicas", "1"] if args.replicas else []),
             *(["--short"] if args.short else []),
+            *(["--burst", str(args.burst)] if args.burst else []),
             "--seed",
             str(seed),
         ]

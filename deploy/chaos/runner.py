@@ -43,6 +43,7 @@ class Options:
     keep: bool = False  # keep the stack's directory (data and logs)
     timings: tuple[tuple[str, str], ...] = ()  # settings over the fast timings
     only: tuple[str, ...] = ()  # fault names (prefixes) to keep; empty: all (development runs)
+    burst: int = 0  # jobs per bulk request of a fourth user every few seconds (workload)
 
 
 def plan(system: System, options: Options, rng: random.Random) -> list[Fault]:
@@ -68,7 +69,11 @@ def run_campaign(options: Options) -> dict:
     try:
         system.start()
         workload = Workload(
-            api_url=system.api_url, receiver_url=receiver.url, rate=options.rate, seed=options.seed
+            api_url=system.api_url,
+            receiver_url=receiver.url,
+            rate=options.rate,
+            seed=options.seed,
+            burst=options.burst,
         ).start()
         shards = len(system.shard_urls())
         _wait_running(probe, shards, since=time.time(), workload=workload)

@@ -5,6 +5,11 @@ API does not answer (refused, timed out, 5xx, 429), so a create is never made tw
 only a create the API acknowledged (201, or 200 replayed) enters the history. A create
 still unacknowledged after `GIVE_UP_SECONDS` is indeterminate (it may exist) and counted
 apart. Half the jobs use the `http` handler (to the receiver), half the no-op `default`.
+
+With ``burst``, a fourth user also creates that many no-op jobs in one bulk request every
+`BURST_EVERY_SECONDS`, all due at one instant `BURST_LEAD_SECONDS` later: a backlog that
+both executors hold, so that one that runs low on it takes the jobs the other holds
+(work stealing), also while that one is paused or killed.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import secrets
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -26,6 +32,8 @@ RETRY_PAUSE = 0.2  # seconds between retries of one create
 GIVE_UP_SECONDS = 30.0  # a create unacknowledged this long is indeterminate
 LEAD_SECONDS = (1.0, 4.0)  # execute_at is this far after the create (uniform)
 JOB_TIMEOUT_SECONDS = 5  # per attempt: a killed executor's running lease is this + grace
+BURST_EVERY_SECONDS = 5.0  # between two bulk requests of the burst user
+BURST_LEAD_SECONDS = 2.0  # a burst's jobs are all due this long after its request
 
 
 @dataclass(frozen=True)
@@ -38,7 +46,9 @@ class Created:
 
 
 class Workload:
-    def __init__(self, *, api_url: str, receiver_url: str, rate: float, seed: int) -> None:
+    def __init__(
+        self, *, api_url: str, receiver_url: str, rate: float, seed: int, burst: int = 0
+    ) -> None:
         self._client_url = api_url
         self._client = ApiClient(api_url, timeout=REQUEST_TIMEOUT)
         self._receiver_url = receiver_url
@@ -46,20 +56,32 @@ class Workload:
         self._random = random.Random(seed)
         self._tokens: list[str] = []
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="workload", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(self._loop,), name="workload", daemon=True
+        )
+        self._burst = burst  # jobs per bulk request of the burst user; 0: none
+        self._burst_token = ""
+        self._burst_thread = threading.Thread(
+            target=self._run, args=(self._bursts,), name="bursts", daemon=True
+        )
         self.created: list[Created] = []
-        self.indeterminate = 0
+        self.indeterminate = 0  # create requests (a bulk one counts once)
         self.acks: list[float] = []  # when each acknowledged create was answered
         self.error: Exception | None = None  # what stopped the client, if anything did
 
     def start(self) -> Workload:
         self._tokens = [self._sign_up(n) for n in range(USERS)]
         self._thread.start()
+        if self._burst:
+            self._burst_token = self._sign_up(USERS)
+            self._burst_thread.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=GIVE_UP_SECONDS + 5)
+        if self._burst_thread.is_alive():
+            self._burst_thread.join(timeout=GIVE_UP_SECONDS + 5)
 
     def _sign_up(self, n: int) -> str:
         username, password = f"chaos-{uuid.uuid4().hex[:8]}-{n}", secrets.token_urlsafe(18)
@@ -76,9 +98,9 @@ class Workload:
             raise RuntimeError(f"API answered {response.status}: {response.body}")
         return response
 
-    def _run(self) -> None:
+    def _run(self, loop: Callable[[], None]) -> None:
         try:
-            self._loop()
+            loop()
         except Exception as exc:  # reported by the runner, which then stops the campaign
             self.error = exc
 
@@ -99,25 +121,42 @@ class Workload:
         }
         if n % 2 == 0:
             payload |= {"handler": "http", "handler_params": {"url": self._receiver_url}}
+        self._post(self._client, payload, self._tokens[n % len(self._tokens)])
+
+    def _bursts(self) -> None:
+        client = ApiClient(self._client_url, timeout=REQUEST_TIMEOUT * 5)  # 1,000 jobs a request
+        n = 0
+        while not self._stop.wait(BURST_EVERY_SECONDS):
+            execute_at = datetime.fromtimestamp(time.time() + BURST_LEAD_SECONDS, UTC)
+            job = {
+                "message": f"chaos burst {n}",
+                "execute_at": execute_at.isoformat(),
+                "timeout_seconds": JOB_TIMEOUT_SECONDS,
+            }
+            self._post(client, [job] * self._burst, self._burst_token)
+            n += 1
+        client.close()
+
+    def _post(self, client: ApiClient, payload: dict | list, token: str) -> None:
+        """Create ``payload`` (a job, or a list for a bulk request) with one Idempotency-Key,
+        retried while the API does not answer; record its jobs once acknowledged."""
         body = json.dumps(payload).encode()
         headers = {
             "Content-Type": "application/json",
-            "Authorization": f"Bearer {self._tokens[n % len(self._tokens)]}",
+            "Authorization": f"Bearer {token}",
             "Idempotency-Key": uuid.uuid4().hex,
         }
         deadline = time.monotonic() + GIVE_UP_SECONDS
         while time.monotonic() < deadline and not self._stop.is_set():
             try:
-                response = self._client.request(
-                    "POST", "/api/v1/me/jobs", body=body, headers=headers
-                )
+                response = client.request("POST", "/api/v1/me/jobs", body=body, headers=headers)
             except ConnectionFailed:
                 response = None
             if response is not None and response.ok:
-                job = response.body["data"]
+                data = response.body["data"]
                 now = time.time()
                 self.acks.append(now)
-                self.created.append(
+                self.created.extend(
                     Created(
                         job_id=job["id"],
                         shard=job["shard_id"],
@@ -125,6 +164,7 @@ class Workload:
                         execute_at=datetime.fromisoformat(job["execute_at"]).timestamp(),
                         acknowledged_at=now,
                     )
+                    for job in (data if isinstance(payload, list) else [data])
                 )
                 return
             if response is not None and response.status < 500 and response.status != 429:
