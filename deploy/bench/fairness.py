@@ -66,6 +66,7 @@ from deploy.bench.shares import (
     weighted_shares,
 )
 from deploy.webhook_receiver import LOOPBACK_WEBHOOKS, Receiver
+from jobsvc.sharding.shards import shard_alias, shard_ids
 
 WEIGHTS = (1.0, 2.0, 4.0)
 LIGHT_JOBS = 20
@@ -160,16 +161,18 @@ def _run_light_user_wait(context, *, flood: int, webhooks: bool, due_now: bool =
             _wait_until_all_finished(flood + LIGHT_JOBS, workers)
         starts = _started([heavy])[heavy]
         light_rows = _started_with_due([light])
+        timeline = _light_timeline(light)
     kind = (
         "http-handler jobs to a webhook receiver in the bench process" if webhooks else "no-op jobs"
     )
     light = "created at their due time" if due_now else "created before the flood was due"
-    return _light_user_result(starts, light_rows, flood=flood, kind=kind, light=light)
+    return _light_user_result(starts, light_rows, timeline, flood=flood, kind=kind, light=light)
 
 
 def _light_user_result(
     starts: list[float],
     light_rows: list[tuple[float, float, float]],
+    timeline: list[tuple[float, float, float, float, int]],
     *,
     flood: int,
     kind: str,
@@ -184,14 +187,18 @@ def _light_user_result(
         "dispatched_minus_due_ms": waits["dispatched_minus_due_ms"],
         "flood_drain_seconds": round(max(starts) - min(starts), 2),
         # Each light job, by due time: seconds from the flood's first start to its due
-        # time, then milliseconds from due to dispatched and from dispatched to started.
+        # time; milliseconds from due to created (the API's commit: a job created at its
+        # due time is late by the request), from created to dispatched and from
+        # dispatched to started; and its shard.
         "light_jobs_timeline": [
             [
                 round(execute_at - min(starts), 3),
-                _ms(dispatched - execute_at),
+                _ms(created - execute_at),
+                _ms(dispatched - created),
                 _ms(started - dispatched),
+                shard,
             ]
-            for execute_at, started, dispatched in sorted(light_rows)
+            for execute_at, created, dispatched, started, shard in timeline
         ],
         "setup": _setup(
             schedulers=2,
@@ -310,6 +317,24 @@ def _started(users: list[int]) -> dict[int, list[float]]:
     for user, started in rows:
         starts[user].append(started)
     return starts
+
+
+def _light_timeline(user: int) -> list[tuple[float, float, float, float, int]]:
+    """The user's jobs by due time: (execute_at, created_at, dispatched_at, started_at,
+    shard), the times in epoch seconds."""
+    rows = []
+    for shard_id in shard_ids():
+        with connections[shard_alias(shard_id)].cursor() as cursor:
+            cursor.execute(
+                "SELECT extract(epoch FROM execute_at)::float8,"
+                " extract(epoch FROM created_at)::float8,"
+                " extract(epoch FROM dispatched_at)::float8,"
+                " extract(epoch FROM started_at)::float8"
+                " FROM jobs WHERE user_id = %(user)s",
+                {"user": user},
+            )
+            rows += [(*row, shard_id) for row in cursor.fetchall()]
+    return sorted(rows)
 
 
 def _started_with_due(users: list[int]) -> list[tuple[float, float, float]]:
