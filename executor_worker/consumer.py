@@ -56,6 +56,7 @@ class Received:
     offset: int
     value: bytes | None
     log: int = 0  # which of the partition's logs it came from (see Delivery.RESET)
+    topic: str = ""  # the consumer's topic ("": not from a consumer, e.g. a stolen job's)
 
 
 class _PartitionProgress:
@@ -209,7 +210,7 @@ class JobConsumer:
             if delivery is Delivery.RESET:
                 self._new_log(partition)
             log = self._logs.get(partition, 0)
-            batch.append(Received(partition, message.offset(), message.value(), log))
+            batch.append(Received(partition, message.offset(), message.value(), log, self.topic))
         with self._lock:
             for received in batch:
                 progress = self._progress.get(received.partition)

@@ -2,8 +2,10 @@
 
 One loop thread and a pool of handler threads. Each turn of the loop:
 
-1. read ahead: poll messages (``batch_size`` a poll) until ``read_ahead`` are held or the
-   client has no more (see ``_receive``); consumption pauses while the read-ahead is
+1. read ahead: the express topic's messages first (the first job of a user with nothing
+   in flight, scheduler_worker.express_lane), then poll the jobs topic (``batch_size`` a
+   poll) until ``read_ahead`` are held or the client has no more (see ``_receive``);
+   consumption pauses while the read-ahead is
    full and, per partition, while ``max_uncommitted`` messages wait behind one not yet
    handled, so memory stays bounded whatever the broker and the databases do;
 2. decode them; a malformed message is logged and acknowledged, never retried forever;
@@ -109,6 +111,10 @@ _STEAL_WAITED = 0.5
 # The partition of a stolen job's stand-in for a message: there is nothing to commit, and
 # JobConsumer.handled ignores a partition it was not assigned, as it does a revoked one.
 _STOLEN = -1
+# Seconds a poll of the jobs topic may wait while an express topic is read too: the
+# express topic is polled between those polls (one client cannot wait on two consumers),
+# so this is what an express job may wait for an idle executor to look.
+_EXPRESS_WAIT = 0.01
 _OBSERVE_INTERVAL = 5.0  # seconds between refreshes of the lag and in-flight gauges
 _DEADLINES_SLACK = 1000  # finished attempts the deadline heap may hold beyond 2x running
 # Backoff of a shard whose claim or record failed, and of the dead-letter topic: seconds
@@ -145,6 +151,9 @@ class ExecutorConfig:
     # Run the jobs of users this executor ran out of that wait for another executor
     # (executor_worker.work_stealing).
     work_stealing: bool = True
+    # Read ahead of ``topic`` and between claims, in a consumer group of its own
+    # (``group_id`` + ".express"); "": none (scheduler_worker.express_lane).
+    express_topic: str = ""
 
 
 @dataclass(order=True)
@@ -206,6 +215,9 @@ class ExecutorWorker:
         self._dead_letters = RetryGate(first_delay=_RETRY_FIRST_DELAY, max_delay=_RETRY_MAX_DELAY)
         self._stores: dict[int, ClaimStore] = {}
         self.consumer: JobConsumer | None = None
+        self.express: JobConsumer | None = None  # the express topic's, if configured
+        self._express_due = False  # an express job came due since the last take
+        self._skipped_reading = False  # the last turn read no messages, for express jobs
         self._inline_handlers = runner.inline_handlers()
         self._next_observation = 0.0
 
@@ -242,6 +254,14 @@ class ExecutorWorker:
             max_uncommitted=self.config.max_uncommitted,
             on_partitions_changed=self._on_partitions_changed,
         )
+        if self.config.express_topic:
+            self.express = JobConsumer(
+                bootstrap=self.bootstrap,
+                group_id=f"{self.config.group_id}.express",
+                topic=self.config.express_topic,
+                client_id=f"executor-{self.worker_id}-express",
+                max_uncommitted=self.config.max_uncommitted,
+            )
         pool = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="handler")
         logger.info("executor %s started", self.worker_id)
         try:
@@ -251,6 +271,8 @@ class ExecutorWorker:
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
             self.consumer.close()
+            if self.express is not None:
+                self.express.close()
             self.producer.close()
             connections.close_all()
             logger.info("executor %s stopped", self.worker_id)
@@ -259,6 +281,8 @@ class ExecutorWorker:
         """Finish what runs and record it; messages not claimed yet go back to the group."""
         deadline = time.monotonic() + self.config.drain_timeout
         self.consumer.pause_all(True)
+        if self.express is not None:
+            self.express.pause_all(True)
         self._waiting.clear()
         self._waiting_for_thread.clear()
         self._not_due.clear()
@@ -297,6 +321,15 @@ class ExecutorWorker:
         if not accept_new:
             time.sleep(_POLL_TIMEOUT)  # draining: pace the loop while handlers finish
 
+    def _handled(self, *received: Received) -> None:
+        """These messages' outcomes are durable: let their consumers commit them."""
+        express = self.express
+        if express is None:
+            self.consumer.handled(*received)
+            return
+        self.consumer.handled(*(r for r in received if r.topic != express.topic))
+        self.express.handled(*(r for r in received if r.topic == express.topic))
+
     @staticmethod
     def _held(items: dict[int, list]) -> int:
         return sum(len(shard_items) for shard_items in items.values())
@@ -324,7 +357,11 @@ class ExecutorWorker:
         20,000-58,000 messages through a 100,000-job flood while turns stopped at the
         first short poll; deploy/bench steady_beside_flood).
         """
-        to_read = _POLLS_PER_TURN * self.config.batch_size
+        # Express jobs due now are claimed before anything more is read (reading takes
+        # tens of milliseconds a batch); the next turn reads, whatever the express topic
+        # brings, so that reading keeps up.
+        self._skipped_reading = self._read_express() and not self._skipped_reading
+        to_read = 0 if self._skipped_reading else _POLLS_PER_TURN * self.config.batch_size
         read = 0
         while to_read > 0:
             room_to_read = self.config.read_ahead - self._read_ahead()
@@ -339,7 +376,8 @@ class ExecutorWorker:
             read += len(batch)
             if not batch:
                 break  # the client has no more for now, or the read-ahead is full
-            if read >= self.config.batch_size and self._held_job_due():
+            express_due = self._read_express()  # between every two polls: it is cheap
+            if read >= self.config.batch_size and (express_due or self._held_job_due()):
                 break  # it goes first: reading more would keep it waiting (but see above)
         self._release_due()
         room = self._claim_room()
@@ -351,6 +389,7 @@ class ExecutorWorker:
             items = buffer.take(max(0, count))
             room -= len(items)
             taken += items
+        self._express_due = False  # its jobs wait at the head of the claims
         self._claim_first(taken)
         metrics.READ_AHEAD.set(self._read_ahead())
 
@@ -406,11 +445,15 @@ class ExecutorWorker:
         shards, nor for those a turn cut short left (``_claim_and_start``); and the jobs
         left wait at most until the shards ahead of them are claimed, not behind every
         later turn's."""
-        step = max(1, self.config.claim_batch // _SMALL_STEPS)
+        step = self._head_size()
         for message, received in taken[:step]:
             self._head[message.shard_id].append((message, received))
         for message, received in taken[step:]:
             self._to_claim[message.shard_id].append((message, received))
+
+    def _head_size(self) -> int:
+        """Jobs claimed at the head of a turn, ahead of the rest (see ``_claim_first``)."""
+        return max(1, self.config.claim_batch // _SMALL_STEPS)
 
     def _poll_size(self) -> int:
         """Messages a poll may take: a batch, or an eighth of one while a held job is due
@@ -421,6 +464,24 @@ class ExecutorWorker:
         if next_due is not None and next_due - time.time() < _SOON:
             return max(1, self.config.batch_size // _SMALL_STEPS)
         return self.config.batch_size
+
+    def _read_express(self) -> bool:
+        """Hold what the express topic has now, without waiting; whether a job of it came
+        due since the last turn took jobs to claim.
+
+        Its due jobs go to the head of their shards' claims, ahead of the fair order: each
+        is the first job of a user with nothing in flight on its shard
+        (scheduler_worker.express_lane), which weighted fair queuing starts first anyway
+        (a user that was idle has the earliest virtual finish time), and there are too
+        few of them to take a share from anyone: at most one per user and shard in
+        flight. As many as the head of a turn holds (``_claim_first``); more wait in the
+        fair buffers, and not due yet (dispatched ahead), they are held like any other."""
+        if self.express is not None:
+            batch = self.express.poll_batch(max_messages=self.config.batch_size, timeout=0.0)
+            head_room = self._head_size() - self._held(self._head)
+            if batch and self._hold(batch, first=max(0, head_room)):
+                self._express_due = True
+        return self._express_due
 
     def _held_job_due(self) -> bool:
         next_due = self._not_due.next_due()
@@ -455,6 +516,8 @@ class ExecutorWorker:
         ):
             return 0.0
         timeout = _THREAD_WAIT_TIMEOUT if len(self._waiting_for_thread) else _POLL_TIMEOUT
+        if self.express is not None:  # it is read only between the jobs topic's polls
+            timeout = min(timeout, _EXPRESS_WAIT)
         next_due = self._not_due.next_due()
         if next_due is not None:  # wake up when the next held job is due
             timeout = min(timeout, max(_DUE_WAIT_MIN, next_due - time.time()))
@@ -478,7 +541,12 @@ class ExecutorWorker:
             + self._held(self._to_record)
         )
 
-    def _hold(self, batch: list[Received]) -> None:
+    def _hold(self, batch: list[Received], *, first: int = 0) -> int:
+        """Hold the messages read; how many of them are due (waiting to be claimed).
+
+        The first ``first`` due ones go to the head of their shards' claims, not to the
+        fair buffers (the express topic's: see ``_read_express``)."""
+        due_now = 0
         for received in batch:
             try:
                 message = JobMessage.decode(received.value)
@@ -490,13 +558,18 @@ class ExecutorWorker:
                     received.offset,
                     exc,
                 )
-                self.consumer.handled(received)
+                self._handled(received)
                 continue
             due = message.due_at.timestamp()
             if due > time.time():
                 self._not_due.put(due, (message, received))
+            elif due_now < first:
+                self._head[message.shard_id].append((message, received))
+                due_now += 1
             else:
                 self._wait(message, received)
+                due_now += 1
+        return due_now
 
     def _wait(self, message: JobMessage, received: Received) -> None:
         """Hold a due job's message in its fair buffer until it is taken to be claimed."""
@@ -513,7 +586,9 @@ class ExecutorWorker:
         shard at hand (once the turn has made one claim beyond those and claimed for
         ``_MIN_CUT_TURN``): the shards left keep their claims for the next turn, which
         takes the new job in fair order and claims it among its first. A turn of a whole
-        claim batch takes about 0.2 s at full speed: the job would wait for it all.
+        claim batch takes about 0.2 s at full speed: the job would wait for it all. A due
+        job from the express topic ends the turn after any claim beyond the head: such
+        jobs are few (``_read_express``), and the next turn claims them first.
         """
         claims = 0  # beyond the head's: with a steady stream coming due, every turn is cut
         started = time.monotonic()
@@ -523,10 +598,9 @@ class ExecutorWorker:
             (self._to_claim, True),
         ):
             for shard_id in list(waiting):
-                if (
-                    claims  # still 0 through the head: the head is never cut
-                    and time.monotonic() - started >= _MIN_CUT_TURN
-                    and self._held_job_due()
+                if claims and (  # still 0 through the head: the head is never cut
+                    self._read_express()
+                    or (time.monotonic() - started >= _MIN_CUT_TURN and self._held_job_due())
                 ):
                     return
                 if not inline and self._pool_room() == 0:
@@ -572,7 +646,7 @@ class ExecutorWorker:
             elif id(received) not in waiting:  # duplicate, stale or cancelled
                 done.append(received)
                 metrics.JOBS_PROCESSED.labels("dropped").inc()
-        self.consumer.handled(*done)
+        self._handled(*done)
 
     def _pool_room(self) -> int:
         """Attempts that may be claimed for the handler threads now: the idle threads.
@@ -724,7 +798,7 @@ class ExecutorWorker:
             try:
                 if others:
                     self._store(shard_id).record([outcome for outcome, _ in others])
-                    self.consumer.handled(*(received for _, received in others))
+                    self._handled(*(received for _, received in others))
                     for outcome, _ in others:
                         _observe_finished(outcome)
                     others = []
@@ -781,7 +855,7 @@ class ExecutorWorker:
             )
             return finals
         self._dead_letters.succeeded(topic)
-        self.consumer.handled(*(received for _, received in finals))
+        self._handled(*(received for _, received in finals))
         for outcome, _ in finals:
             key = (outcome.attempt.job_id, outcome.attempt.attempt)
             if key in changed:

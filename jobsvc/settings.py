@@ -21,6 +21,7 @@ from jobsvc.env import (
     env_networks,
     env_str,
 )
+from jobsvc.messaging.topic_names import express_topic_of
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -159,6 +160,11 @@ KAFKA_BOOTSTRAP = env_str("JOBSVC_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
 KAFKA_JOBS_TOPIC = env_str("JOBSVC_KAFKA_JOBS_TOPIC", "jobs")
 KAFKA_DEAD_LETTER_TOPIC = env_str("JOBSVC_KAFKA_DEAD_LETTER_TOPIC", "jobs.dead-letter")
 KAFKA_JOBS_PARTITIONS = env_int("JOBSVC_KAFKA_JOBS_PARTITIONS", 12, minimum=1)
+# The first job of each user with nothing in flight on its shard goes here, and executors
+# read it ahead of the jobs topic, so it does not queue behind another user's flood
+# (scheduler_worker.express_lane). "": every job goes to the jobs topic.
+KAFKA_EXPRESS_TOPIC = env_str("JOBSVC_KAFKA_EXPRESS_TOPIC", express_topic_of(KAFKA_JOBS_TOPIC))
+KAFKA_EXPRESS_PARTITIONS = env_int("JOBSVC_KAFKA_EXPRESS_PARTITIONS", 4, minimum=1)
 KAFKA_REPLICATION_FACTOR = env_int("JOBSVC_KAFKA_REPLICATION_FACTOR", 1, minimum=1)
 
 # --- Jobs ----------------------------------------------------------------------------

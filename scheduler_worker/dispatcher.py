@@ -16,6 +16,10 @@ One round (``dispatch_round``):
    round trip, tens of milliseconds, to every job's dispatch). The jobs of messages the
    broker failed are made due again at the start of the next round. At most
    ``_UNACKNOWLEDGED_ROUNDS`` rounds' worth of messages wait for acknowledgement at once.
+   The first job of each user that had nothing in flight on the shard goes to the
+   express topic instead (``express_lane``), which executors read ahead of the jobs
+   topic: a job created due now by a user without a backlog does not queue behind
+   another user's flood in the jobs topic's partitions.
 
 "Due" means due within ``dispatch_ahead`` seconds: a job is sent that long before its due
 time at most, and the executor that reads it holds it until it is due
@@ -52,6 +56,7 @@ from scheduler_worker import metrics
 from scheduler_worker.acknowledgements import Unacknowledged
 from scheduler_worker.dispatch_metrics import BackloggedGauges, observe_dispatched
 from scheduler_worker.errors import ShardFenced
+from scheduler_worker.express_lane import express_jobs
 from scheduler_worker.fair_share import FairShareAllocator, weight_of
 from scheduler_worker.in_flight import InFlightLimit, ShardInFlight
 from scheduler_worker.partition_deal import in_send_order, pick_partitions
@@ -109,6 +114,10 @@ class DispatchConfig:
     # Seconds before its due time a job may be dispatched; the executor holds it until it
     # is due (executor_worker.not_due). 0: only jobs already due.
     dispatch_ahead: float = 0.0
+    # Where the first job of a user with nothing in flight on the shard goes
+    # (scheduler_worker.express_lane); "" or a topic the broker does not know: the jobs
+    # topic, like every other job.
+    express_topic: str = ""
 
 
 class ShardDispatcher:
@@ -347,12 +356,13 @@ class ShardDispatcher:
             return 0
         if not self._running.is_set():
             return 0  # paused (ZooKeeper connection suspended): claim nothing new
+        in_flight = self._in_flight.counts(users)  # before this round's claims count
         if capacity > 0:
             claimed = self._claim_fairly(capacity, users, weights)
         else:
-            claimed = self._claim_for_idle_users(broker_room, users)
+            claimed = self._claim_for_idle_users(broker_room, self._in_flight.idle(in_flight))
         self._in_flight.claimed(claimed)
-        return self._publish(claimed, weights)
+        return self._publish(claimed, weights, in_flight=in_flight)
 
     def _release_failed(self) -> None:
         failed = self._unacknowledged.take_failed()
@@ -416,8 +426,8 @@ class ShardDispatcher:
         self.allocator.settle(extra=extra, drained=drained)
         return claimed
 
-    def _claim_for_idle_users(self, room: int, users: list[int]) -> list[ClaimedJob]:
-        """At the in-flight limit: one job for each due user with none in flight.
+    def _claim_for_idle_users(self, room: int, idle: list[int]) -> list[ClaimedJob]:
+        """At the in-flight limit: one job for each ``idle`` due user (none in flight).
 
         The limit keeps a flood's jobs waiting in the database rather than in the broker;
         it must not keep a user with nothing in flight waiting behind them. Held to it,
@@ -428,7 +438,7 @@ class ShardDispatcher:
         has a job in flight and waits for room like everyone else, so the limit is passed
         by at most one job per due user.
         """
-        idle = self._in_flight.idle(users)[:room]
+        idle = idle[:room]
         if not idle:
             return []
         claimed, _ = self._claim(dict.fromkeys(idle, 1))
@@ -446,34 +456,62 @@ class ShardDispatcher:
         got = Counter(job.user_id for job in batch)
         return batch, [user for user, quota in quotas.items() if quota and got[user] >= quota]
 
-    def _publish(self, claimed: list[ClaimedJob], weights: dict[int, float]) -> int:
-        """Send the claimed jobs' messages; the broker's reports arrive later."""
+    def _publish(
+        self, claimed: list[ClaimedJob], weights: dict[int, float], *, in_flight: dict[int, int]
+    ) -> int:
+        """Send the claimed jobs' messages; the broker's reports arrive later. The jobs
+        of users with few ``in_flight`` go to the express topic, if the broker has it
+        (and only under an in-flight limit: without one, nothing is counted)."""
         if not claimed:
             return 0
+        express: list[ClaimedJob] = []
+        if (
+            self.config.express_topic
+            and self.config.max_in_flight
+            and self.producer.partition_count(self.config.express_topic)
+        ):
+            express = express_jobs(claimed, in_flight=in_flight)
+        if express:
+            chosen = {job.job_id for job in express}
+            claimed = [job for job in claimed if job.job_id not in chosen]
+            self._send(self.config.express_topic, express, weights, partitions=None)
+            metrics.JOBS_EXPRESS.labels(self._shard_label).inc(len(express))
+        if not claimed:
+            return len(express)
         by_user: dict[int, list[ClaimedJob]] = defaultdict(list)
         for job in claimed:
             by_user[job.user_id].append(job)
         picked = pick_partitions(self.producer.partition_count(self.config.topic), len(claimed))
         ordered, partitions = in_send_order(by_user, weights, picked)
+        self._send(self.config.topic, ordered, weights, partitions=partitions)
+        return len(express) + len(ordered)
+
+    def _send(
+        self,
+        topic: str,
+        jobs: list[ClaimedJob],
+        weights: dict[int, float],
+        *,
+        partitions: list[int] | None,
+    ) -> None:
         messages = [
             (job.job_id.encode(), self._message(job, weight_of(weights, job.user_id)).encode())
-            for job in ordered
+            for job in jobs
         ]
-        job_ids = [job.job_id for job in ordered]
+        job_ids = [job.job_id for job in jobs]
 
         def on_done(failed: list[int]) -> None:
             self._unacknowledged.report(job_ids, failed)
-            observe_dispatched(jobs=ordered, failed=set(failed), weights=weights)
+            observe_dispatched(jobs=jobs, failed=set(failed), weights=weights)
 
-        self._unacknowledged.add(len(ordered))
+        self._unacknowledged.add(len(jobs))
         self.producer.send(
-            self.config.topic,
+            topic,
             messages,
             on_done=on_done,
             timeout=self.config.publish_timeout,
             partitions=partitions,
         )
-        return len(ordered)
 
     def _message(self, job: ClaimedJob, weight: float) -> JobMessage:
         return JobMessage(

@@ -36,6 +36,9 @@ from scheduler_worker.shard_store import ClaimedJob, ShardStore
 DECREASE = 0.8  # factor applied to the limit when the queue is older than the target
 # Seconds between counts of the shard's in-flight jobs (see ShardInFlight.total).
 IN_FLIGHT_RECOUNT_INTERVAL = 0.25
+# Users with at most this many jobs in flight on the shard have them listed by id, so
+# that ``ShardInFlight.idle`` can see between counts that they finished.
+LISTED_IN_FLIGHT = 4
 
 
 class InFlightLimit:
@@ -95,6 +98,9 @@ class ShardInFlight:
         self._adaptive = limit
         self._label = str(store.shard_id)
         self._by_user: Counter[int] = Counter()  # as last counted, plus claimed since
+        # Users with few jobs in flight (LISTED_IN_FLIGHT): which ones, as last counted,
+        # plus claimed since; only while every one of them is known.
+        self._listed: dict[int, set[str]] = {}
         self._recount_at = -math.inf  # clock time of the next count
         self._limit = max_in_flight  # the limit as of the last ``room``
 
@@ -121,7 +127,9 @@ class ShardInFlight:
         """
         now = self._clock()
         if now >= self._recount_at:
-            self._by_user = Counter(self.store.in_flight_by_user())
+            counted = self.store.in_flight_by_user(listed=LISTED_IN_FLIGHT)
+            self._by_user = Counter({user: count for user, (count, _) in counted.items()})
+            self._listed = {user: set(ids) for user, (count, ids) in counted.items() if ids}
             self._recount_at = now + IN_FLIGHT_RECOUNT_INTERVAL
             metrics.IN_FLIGHT.labels(self._label).set(self._by_user.total())
         return self._by_user.total()
@@ -149,11 +157,47 @@ class ShardInFlight:
             for user in users
         }
 
-    def idle(self, users: Iterable[int]) -> list[int]:
-        """The users with no job in flight on the shard, in the order given."""
-        return [user for user in users if self._by_user.get(user, 0) <= 0]
+    def counts(self, users: Iterable[int]) -> dict[int, int]:
+        """Each user's jobs in flight on the shard, in the order given: as last counted,
+        plus claimed since, less the listed ones that finished since.
+
+        Users with a few jobs in flight, all of them listed, are looked up (one query for
+        all such users): between two counts, the count does not see jobs finish, and a
+        user whose one job finished just after a count would be seen idle only at the
+        next, up to ``IN_FLIGHT_RECOUNT_INTERVAL`` later (at the in-flight limit a job
+        created due now would wait for it, and go to the jobs topic rather than the
+        express topic: scheduler_worker.express_lane)."""
+        users = list(users)
+        listed = [
+            user
+            for user in users
+            if self._by_user.get(user, 0) > 0
+            and len(self._listed.get(user, ())) == self._by_user[user]
+        ]
+        if listed:
+            still = self.store.still_in_flight(
+                [job_id for user in listed for job_id in self._listed[user]]
+            )
+            for user in listed:
+                left = self._listed[user] & still
+                self._by_user[user] = len(left)
+                self._listed[user] = left
+        return {user: self._by_user.get(user, 0) for user in users}
+
+    @staticmethod
+    def idle(counts: dict[int, int]) -> list[int]:
+        """The users of ``counts`` with no job in flight, in its order."""
+        return [user for user, count in counts.items() if count <= 0]
 
     def claimed(self, jobs: Iterable[ClaimedJob]) -> None:
         """Count jobs just claimed, until the next count sees them."""
-        if self.max_in_flight:
-            self._by_user.update(job.user_id for job in jobs)
+        if not self.max_in_flight:
+            return
+        for job in jobs:
+            user = job.user_id
+            listed = self._listed.pop(user, set())
+            all_listed = len(listed) == self._by_user[user]
+            self._by_user[user] += 1
+            if all_listed and self._by_user[user] <= LISTED_IN_FLIGHT:
+                listed.add(job.job_id)
+                self._listed[user] = listed

@@ -35,6 +35,11 @@ JOBS_PAST_THE_LIMIT = Counter(
     "Jobs dispatched at the in-flight limit: one each for users with nothing in flight",
     ["shard"],
 )
+JOBS_EXPRESS = Counter(
+    "jobsvc_jobs_dispatched_express",
+    "Jobs sent to the express topic: the first of each user with nothing in flight",
+    ["shard"],
+)
 SHARD_OWNED = Gauge("jobsvc_shard_owned", "1 while this worker owns the shard", ["shard"])
 SHARDS_CONFIGURED = Gauge("jobsvc_shards_configured", "Shards in the pool")
 SHARD_FAILING = Gauge(

@@ -34,8 +34,16 @@ COUNT_DUE = """
 """
 
 # Published, unfinished jobs per user: the partial in-flight index keeps it to those rows.
+# The ids too, of users with at most ``listed`` of them (see STILL_IN_FLIGHT).
 COUNT_IN_FLIGHT_BY_USER = """
-    SELECT user_id, count(*) FROM jobs WHERE status IN ('queued', 'running') GROUP BY user_id
+    SELECT user_id, count(*), CASE WHEN count(*) <= %(listed)s THEN array_agg(id) END
+      FROM jobs WHERE status IN ('queued', 'running') GROUP BY user_id
+"""
+
+# Which of these jobs are still in flight: primary-key lookups, so the dispatcher can tell
+# between two counts that a user with few jobs in flight has none left.
+STILL_IN_FLIGHT = """
+    SELECT id FROM jobs WHERE id = ANY(%(job_ids)s) AND status IN ('queued', 'running')
 """
 
 # Seconds the oldest queued job (published, not started yet) has waited since it was

@@ -74,11 +74,18 @@ class ShardStore:
         with self._cursor() as cursor:
             cursor.execute(queries.RECORD_ROUND, {"shard_id": self.shard_id, "epoch": epoch})
 
-    def in_flight_by_user(self) -> dict[int, int]:
-        """Published, unfinished jobs (queued or running) per user who has any."""
+    def in_flight_by_user(self, *, listed: int = 0) -> dict[int, tuple[int, list[str]]]:
+        """Published, unfinished jobs (queued or running) per user who has any: how many,
+        and which, if ``listed`` or fewer (otherwise an empty list)."""
         with self._cursor() as cursor:
-            cursor.execute(queries.COUNT_IN_FLIGHT_BY_USER)
-            return dict(cursor.fetchall())
+            cursor.execute(queries.COUNT_IN_FLIGHT_BY_USER, {"listed": listed})
+            return {user: (count, ids or []) for user, count, ids in cursor.fetchall()}
+
+    def still_in_flight(self, job_ids: list[str]) -> set[str]:
+        """Of these jobs, the ones still published and unfinished."""
+        with self._cursor() as cursor:
+            cursor.execute(queries.STILL_IN_FLIGHT, {"job_ids": job_ids})
+            return {row[0] for row in cursor.fetchall()}
 
     def oldest_queued_age(self) -> float | None:
         """Seconds the oldest published, not yet started job has waited (None: none)."""

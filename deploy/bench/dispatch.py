@@ -50,7 +50,7 @@ from deploy.bench.api_jobs import (
 from deploy.bench.processes import WorkerProcess
 from deploy.bench.shares import jain_index, percentile
 from jobsvc.accounts.models import User
-from jobsvc.messaging.topics import TopicSpec, ensure_topics
+from jobsvc.messaging.topics import ensure_topics, jobs_topics
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias, shard_ids
 from scheduler_worker import queries
@@ -172,10 +172,12 @@ def _scenario_env(context, name: str, **extra: str) -> dict[str, str]:
     jobs_topic, dead_letter_topic = f"bench-jobs-{suffix}", f"bench-dead-letter-{suffix}"
     ensure_topics(
         bootstrap=settings.KAFKA_BOOTSTRAP,
-        topics=[
-            TopicSpec(jobs_topic, settings.KAFKA_JOBS_PARTITIONS, 1),
-            TopicSpec(dead_letter_topic, 1, 1),
-        ],
+        topics=jobs_topics(
+            jobs_topic=jobs_topic,
+            dead_letter_topic=dead_letter_topic,
+            partitions=settings.KAFKA_JOBS_PARTITIONS,
+            express_partitions=settings.KAFKA_EXPRESS_PARTITIONS,
+        ),
     )
     return {
         **context.env,

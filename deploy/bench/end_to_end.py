@@ -41,7 +41,7 @@ from deploy.bench.processes import WorkerProcess
 from jobsvc.accounts.models import User
 from jobsvc.jobs import store
 from jobsvc.jobs.specs import JobSpec
-from jobsvc.messaging.topics import TopicSpec, ensure_topics
+from jobsvc.messaging.topics import ensure_topics, jobs_topics
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias, shard_ids
 
@@ -128,10 +128,12 @@ def run_once(
     topic, dead_letter = f"bench-jobs-{suffix}", f"bench-dead-letter-{suffix}"
     ensure_topics(
         bootstrap=settings.KAFKA_BOOTSTRAP,
-        topics=[
-            TopicSpec(topic, settings.KAFKA_JOBS_PARTITIONS, 1),
-            TopicSpec(dead_letter, 1, 1),
-        ],
+        topics=jobs_topics(
+            jobs_topic=topic,
+            dead_letter_topic=dead_letter,
+            partitions=settings.KAFKA_JOBS_PARTITIONS,
+            express_partitions=settings.KAFKA_EXPRESS_PARTITIONS,
+        ),
     )
     worker_env = {
         **env,

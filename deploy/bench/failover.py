@@ -53,7 +53,7 @@ from jobsvc.accounts.models import User
 from jobsvc.jobs import store
 from jobsvc.jobs.models import ShardLease
 from jobsvc.jobs.specs import JobSpec
-from jobsvc.messaging.topics import TopicSpec, ensure_topics
+from jobsvc.messaging.topics import ensure_topics, jobs_topics
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias, shard_ids
 from scheduler_worker.queries import LOST_ATTEMPT_ERROR
@@ -139,10 +139,12 @@ def _worker_env(base: dict[str, str], suffix: str) -> dict[str, str]:
     )
     ensure_topics(
         bootstrap=settings.KAFKA_BOOTSTRAP,
-        topics=[
-            TopicSpec(jobs_topic, settings.KAFKA_JOBS_PARTITIONS, 1),
-            TopicSpec(dead_letter, 1, 1),
-        ],
+        topics=jobs_topics(
+            jobs_topic=jobs_topic,
+            dead_letter_topic=dead_letter,
+            partitions=settings.KAFKA_JOBS_PARTITIONS,
+            express_partitions=settings.KAFKA_EXPRESS_PARTITIONS,
+        ),
     )
     return {
         **base,

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from jobsvc.messaging.topic_names import express_topic_of
+
 logger = logging.getLogger(__name__)
 
 
@@ -17,6 +19,25 @@ class TopicSpec:
     name: str
     partitions: int
     replication_factor: int
+
+
+def jobs_topics(
+    *,
+    jobs_topic: str,
+    dead_letter_topic: str,
+    partitions: int,
+    express_partitions: int,
+    replication_factor: int = 1,
+    express_topic: str | None = None,
+) -> list[TopicSpec]:
+    """The topics the workers use: jobs, its express topic (by default the one named after
+    it; "": none), and dead letters."""
+    if express_topic is None:
+        express_topic = express_topic_of(jobs_topic)
+    topics = [TopicSpec(jobs_topic, partitions, replication_factor)]
+    if express_topic:
+        topics.append(TopicSpec(express_topic, express_partitions, replication_factor))
+    return [*topics, TopicSpec(dead_letter_topic, 1, replication_factor)]
 
 
 class TopicsUnavailable(Exception):

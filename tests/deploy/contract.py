@@ -52,6 +52,7 @@ SCHEDULER_METRICS = (
     Metric("jobsvc_shard_ownership_changes", "counter", ("change",)),
     Metric("jobsvc_jobs_released", "counter"),
     Metric("jobsvc_jobs_dispatched_past_the_limit", "counter", ("shard",)),
+    Metric("jobsvc_jobs_dispatched_express", "counter", ("shard",)),
     Metric("jobsvc_jobs_swept", "counter", ("reason",)),
     Metric("jobsvc_idempotency_keys_purged", "counter"),
     Metric("jobsvc_jobs_purged", "counter"),

@@ -24,12 +24,13 @@ from deploy.localstack.kafka import KafkaBroker
 from deploy.localstack.ports import free_port
 from deploy.localstack.stack import new_stack_dir
 from deploy.webhook_receiver import Receiver
-from jobsvc.messaging.topics import TopicSpec, ensure_topics
+from jobsvc.messaging.topics import ensure_topics, jobs_topics
 
 if TYPE_CHECKING:
     from tests.e2e.jobs_topic import JobsTopic
 
 JOBS_PARTITIONS = 4
+EXPRESS_PARTITIONS = 2  # one per executor of the usual two
 # Fast failure timings for tests; production defaults are in jobsvc/settings.py.
 FAST_TIMINGS = FAST_FAILURE_TIMINGS
 
@@ -66,10 +67,12 @@ def messaging() -> Messaging:
     }
     ensure_topics(
         bootstrap=settings.KAFKA_BOOTSTRAP,
-        topics=[
-            TopicSpec(result.jobs_topic, JOBS_PARTITIONS, 1),
-            TopicSpec(result.dead_letter_topic, 1, 1),
-        ],
+        topics=jobs_topics(
+            jobs_topic=result.jobs_topic,
+            dead_letter_topic=result.dead_letter_topic,
+            partitions=JOBS_PARTITIONS,
+            express_partitions=EXPRESS_PARTITIONS,
+        ),
     )
     return result
 
@@ -135,8 +138,10 @@ def create_topics(broker: KafkaBroker, messaging: Messaging) -> None:
     """This test's topics on a broker of its own."""
     ensure_topics(
         bootstrap=broker.bootstrap,
-        topics=[
-            TopicSpec(messaging.jobs_topic, JOBS_PARTITIONS, 1),
-            TopicSpec(messaging.dead_letter_topic, 1, 1),
-        ],
+        topics=jobs_topics(
+            jobs_topic=messaging.jobs_topic,
+            dead_letter_topic=messaging.dead_letter_topic,
+            partitions=JOBS_PARTITIONS,
+            express_partitions=EXPRESS_PARTITIONS,
+        ),
     )

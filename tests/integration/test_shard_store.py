@@ -714,3 +714,25 @@ def test_oldest_queued_age_is_the_wait_of_the_longest_waiting_published_job(shar
         )
 
     assert shard.oldest_queued_age() == pytest.approx(8, abs=5)  # not the running job's 30
+
+
+def test_in_flight_by_user_counts_queued_and_running_jobs_and_lists_few(shard):
+    queued = _jobs(1, -1, status="queued", lease=VALID)
+    running = _jobs(1, -1, status="running", attempts=1, lease=VALID)
+    _jobs(1, -1)  # scheduled: not in flight
+    _jobs(1, -1, status="succeeded")
+    _jobs(2, -1, -1, -1, status="queued", lease=VALID)
+
+    counted = shard.in_flight_by_user(listed=2)
+    assert counted[1][0] == 2 and sorted(counted[1][1]) == sorted(queued + running)
+    assert counted[2] == (3, [])  # more than listed: counted, not listed
+    assert shard.in_flight_by_user() == {1: (2, []), 2: (3, [])}
+
+
+def test_still_in_flight_is_the_jobs_queued_or_running(shard):
+    [queued] = _jobs(1, -1, status="queued", lease=VALID)
+    [running] = _jobs(1, -1, status="running", attempts=1, lease=VALID)
+    [done] = _jobs(1, -1, status="succeeded")
+    [scheduled] = _jobs(1, -1)
+    ids = [queued, running, done, scheduled, "no-such-job"]
+    assert shard.still_in_flight(ids) == {queued, running}

@@ -17,6 +17,7 @@ from django.utils import timezone
 from prometheus_client import REGISTRY
 
 from scheduler_worker.dispatcher import DispatchConfig, ShardDispatcher
+from scheduler_worker.express_lane import EXPRESS_IN_FLIGHT
 from scheduler_worker.in_flight import IN_FLIGHT_RECOUNT_INTERVAL
 from scheduler_worker.shard_store import ClaimedJob
 
@@ -31,7 +32,7 @@ class InMemoryShard:
     def __init__(self) -> None:
         self.due: dict[int, int] = defaultdict(int)  # user -> due jobs (FLOOD: endless)
         self.claimed: Counter[int] = Counter()
-        self.flying: Counter[int] = Counter()  # claimed, not finished by an executor yet
+        self.flying: dict[int, set[str]] = defaultdict(set)  # claimed, not finished yet
         self._ids = itertools.count()
 
     def add(self, user: int, jobs: int) -> None:
@@ -49,16 +50,29 @@ class InMemoryShard:
             taken = min(quota, self.due[user])
             self.due[user] -= taken
             self.claimed[user] += taken
-            self.flying[user] += taken
-            batch += [ClaimedJob(f"job-{next(self._ids)}", user, 0, now, now) for _ in range(taken)]
+            jobs = [ClaimedJob(f"job-{next(self._ids)}", user, 0, now, now) for _ in range(taken)]
+            self.flying[user].update(job.job_id for job in jobs)
+            batch += jobs
         return batch
 
-    def in_flight_by_user(self) -> dict[int, int]:
-        return {user: jobs for user, jobs in self.flying.items() if jobs}
+    def in_flight_by_user(self, *, listed: int = 0) -> dict[int, tuple[int, list[str]]]:
+        return {
+            user: (len(ids), sorted(ids) if len(ids) <= listed else [])
+            for user, ids in self.flying.items()
+            if ids
+        }
+
+    def still_in_flight(self, job_ids: list[str]) -> set[str]:
+        flying = set().union(*self.flying.values())
+        return {job_id for job_id in job_ids if job_id in flying}
+
+    def in_flight(self, user: int) -> int:
+        return len(self.flying[user])
 
     def finish(self, user: int) -> int:
         """An executor ran every in-flight job of the user; return how many."""
-        finished, self.flying[user] = self.flying[user], 0
+        finished = len(self.flying[user])
+        self.flying[user] = set()
         return finished
 
     def release(self, *, epoch: int, job_ids: list[str]) -> int:
@@ -115,6 +129,7 @@ def dispatcher(
     max_in_flight: int = 0,
     producer: AcknowledgingProducer | None = None,
     clock=None,
+    express_topic: str = "",
 ):
     """A dispatcher of ``shard``; its clock moves a second each time it is read, unless
     ``clock`` is given: every round counts the shard's jobs in flight."""
@@ -131,6 +146,7 @@ def dispatcher(
             queued_timeout=60.0,
             sweep_interval=5.0,
             publish_timeout=1.0,
+            express_topic=express_topic,
         ),
         weight_refresh_seconds=2.0,
         on_fenced=lambda _dispatcher: None,
@@ -210,7 +226,7 @@ def test_a_user_whose_jobs_start_slowly_cannot_fill_the_shards_in_flight_limit()
         dispatched_to_fast.append(shard.claimed[fast] - before)
         shard.finish(fast)  # the slow user's jobs never start in this replay
 
-    assert shard.flying[slow] == 20  # its weighted share of the limit: 1/5 of 100
+    assert shard.in_flight(slow) == 20  # its weighted share of the limit: 1/5 of 100
     assert min(dispatched_to_fast[5:]) == 50  # a whole batch every round, for ever
 
 
@@ -219,7 +235,7 @@ def test_a_user_with_nothing_in_flight_gets_a_job_past_a_full_shards_limit_at_on
     shard.add(1, FLOOD)
     rounds = dispatcher(shard, {}, batch_size=100, max_in_flight=100)
     rounds.dispatch_round()
-    assert shard.flying[1] == 100
+    assert shard.in_flight(1) == 100
 
     shard.add(2, 3)  # a light user, due while the shard is full
     shard.add(3, 1)  # and another
@@ -232,7 +248,7 @@ def test_a_user_with_nothing_in_flight_gets_a_job_past_a_full_shards_limit_at_on
     shard.finish(2)
     rounds.dispatch_round()
     assert shard.claimed[2] == 3  # its last two, first: it is furthest below its share
-    assert shard.flying[1] == 100 - 2 - 1  # the flood fills the rest of the limit
+    assert shard.in_flight(1) == 100 - 2 - 1  # the flood fills the rest of the limit
 
 
 def test_between_counts_of_the_jobs_in_flight_the_jobs_claimed_count_against_the_limit():
@@ -246,7 +262,7 @@ def test_between_counts_of_the_jobs_in_flight_the_jobs_claimed_count_against_the
     for _ in range(5):
         rounds.dispatch_round()
         now[0] += IN_FLIGHT_RECOUNT_INTERVAL / 10
-    assert shard.flying[1] == 100
+    assert shard.in_flight(1) == 100
 
     shard.finish(1)
     rounds.dispatch_round()
@@ -255,7 +271,7 @@ def test_between_counts_of_the_jobs_in_flight_the_jobs_claimed_count_against_the
     rounds.dispatch_round()
     rounds.dispatch_round()
     assert shard.claimed[1] == 200
-    assert shard.flying[1] == 100
+    assert shard.in_flight(1) == 100
 
 
 def test_the_share_of_the_limit_orders_users_it_does_not_throttle_a_flood():
@@ -416,3 +432,111 @@ def test_while_the_partitions_are_not_known_each_message_goes_to_its_keys_partit
         rounds.dispatch_round()
 
     assert producer.batches == [None, None, None]
+
+
+class TopicsProducer(AcknowledgingProducer):
+    """A broker with the ``topics`` given (name -> partitions); it records each message's
+    topic and user, in the order sent."""
+
+    def __init__(self, topics: dict[str, int]) -> None:
+        self.topics = topics
+        self.sent: list[tuple[str, int]] = []  # (topic, user) per message
+
+    def send(self, topic, messages, *, on_done, timeout, partitions=None) -> None:
+        assert topic in self.topics
+        self.sent += [(topic, json.loads(value)["user_id"]) for _, value in messages]
+        on_done([])
+
+    def partition_count(self, topic) -> int | None:
+        return self.topics.get(topic)
+
+    def users_on(self, topic: str) -> Counter[int]:
+        return Counter(user for sent_to, user in self.sent if sent_to == topic)
+
+
+def test_the_jobs_of_a_user_with_few_in_flight_go_to_the_express_topic():
+    shard = InMemoryShard()
+    shard.add(1, FLOOD)
+    producer = TopicsProducer({"jobs": 4, "jobs.express": 2})
+    rounds = dispatcher(
+        shard,
+        {},
+        batch_size=100,
+        max_in_flight=300,
+        producer=producer,
+        express_topic="jobs.express",
+    )
+    rounds.dispatch_round()
+    # the flood's first few: none in flight yet
+    assert producer.users_on("jobs.express") == {1: EXPRESS_IN_FLIGHT}
+    assert producer.users_on("jobs") == {1: 100 - EXPRESS_IN_FLIGHT}
+
+    rounds.dispatch_round()  # the flood has jobs in flight now: all to the jobs topic
+    assert producer.users_on("jobs.express") == {1: EXPRESS_IN_FLIGHT}
+    shard.add(2, EXPRESS_IN_FLIGHT + 2)  # a light user, due during the flood
+    rounds.dispatch_round()
+    assert producer.users_on("jobs.express")[2] == EXPRESS_IN_FLIGHT
+    assert producer.users_on("jobs")[2] == 2  # its others go the usual way
+
+    shard.finish(2)  # no count since: its listed jobs are looked up
+    shard.add(2, 1)
+    rounds.dispatch_round()
+    assert producer.users_on("jobs.express")[2] == EXPRESS_IN_FLIGHT + 1
+
+
+def test_a_light_user_past_a_full_shards_limit_goes_to_the_express_topic():
+    shard = InMemoryShard()
+    shard.add(1, FLOOD)
+    producer = TopicsProducer({"jobs": 4, "jobs.express": 2})
+    rounds = dispatcher(
+        shard,
+        {},
+        batch_size=100,
+        max_in_flight=100,
+        producer=producer,
+        express_topic="jobs.express",
+    )
+    rounds.dispatch_round()  # the shard is full
+    shard.add(2, 1)
+    rounds.dispatch_round()
+    assert producer.users_on("jobs.express")[2] == 1
+    assert producer.users_on("jobs")[2] == 0
+
+
+@pytest.mark.parametrize(
+    ("express_topic", "topics"),
+    [("", {"jobs": 4, "jobs.express": 2}), ("jobs.express", {"jobs": 4})],
+    ids=["off", "unknown to the broker"],
+)
+def test_without_an_express_topic_every_job_goes_to_the_jobs_topic(express_topic, topics):
+    shard = InMemoryShard()
+    shard.add(1, 10)
+    shard.add(2, 1)
+    producer = TopicsProducer(topics)
+    rounds = dispatcher(
+        shard, {}, batch_size=100, max_in_flight=100, producer=producer, express_topic=express_topic
+    )
+    assert rounds.dispatch_round() == 11
+    assert producer.users_on("jobs") == {1: 10, 2: 1}
+
+
+def test_a_light_users_job_that_finished_between_counts_does_not_hold_up_its_next():
+    """At a full shard's limit, a user's one job in flight finished after the last count:
+    its next job goes at the next round, not after the next count."""
+    now = [0.0]
+    shard = InMemoryShard()
+    shard.add(1, FLOOD)
+    rounds = dispatcher(shard, {}, batch_size=100, max_in_flight=100, clock=lambda: now[0])
+    rounds.dispatch_round()  # counted, and full
+    shard.add(2, 1)
+    rounds.dispatch_round()
+    assert shard.claimed[2] == 1
+
+    shard.add(2, 1)
+    rounds.dispatch_round()
+    assert shard.claimed[2] == 1  # its first is still in flight: the second waits
+
+    shard.finish(2)  # no count since: the clock has not moved
+    rounds.dispatch_round()
+    assert shard.claimed[2] == 2
+    assert shard.claimed[1] == 100  # the flood still waits for room

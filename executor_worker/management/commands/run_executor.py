@@ -66,6 +66,7 @@ class Command(BaseCommand):
             bootstrap=settings.KAFKA_BOOTSTRAP,
             config=ExecutorConfig(
                 topic=settings.KAFKA_JOBS_TOPIC,
+                express_topic=settings.KAFKA_EXPRESS_TOPIC,
                 dead_letter_topic=settings.KAFKA_DEAD_LETTER_TOPIC,
                 group_id=settings.EXECUTOR_GROUP_ID,
                 batch_size=settings.EXECUTOR_BATCH_SIZE,

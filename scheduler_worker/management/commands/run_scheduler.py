@@ -53,6 +53,7 @@ class Command(BaseCommand):
                 poll_interval=settings.SCHEDULER_POLL_INTERVAL,
                 queued_timeout=settings.SCHEDULER_QUEUED_TIMEOUT,
                 dispatch_ahead=settings.SCHEDULER_DISPATCH_AHEAD,
+                express_topic=settings.KAFKA_EXPRESS_TOPIC,
                 sweep_interval=settings.SCHEDULER_SWEEP_INTERVAL,
                 publish_timeout=settings.SCHEDULER_PUBLISH_TIMEOUT,
             ),

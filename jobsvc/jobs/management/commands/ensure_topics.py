@@ -1,11 +1,12 @@
-"""Create the Kafka topics: jobs (partitioned for the executor group) and dead letters."""
+"""Create the Kafka topics: jobs (partitioned for the executor group), its express topic
+(scheduler_worker.express_lane) and dead letters."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from jobsvc.messaging.topics import TopicSpec, TopicsUnavailable, ensure_topics
+from jobsvc.messaging.topics import TopicsUnavailable, ensure_topics, jobs_topics
 
 
 class Command(BaseCommand):
@@ -15,11 +16,14 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait")
 
     def handle(self, *args, **options) -> None:
-        replication = settings.KAFKA_REPLICATION_FACTOR
-        topics = [
-            TopicSpec(settings.KAFKA_JOBS_TOPIC, settings.KAFKA_JOBS_PARTITIONS, replication),
-            TopicSpec(settings.KAFKA_DEAD_LETTER_TOPIC, 1, replication),
-        ]
+        topics = jobs_topics(
+            jobs_topic=settings.KAFKA_JOBS_TOPIC,
+            dead_letter_topic=settings.KAFKA_DEAD_LETTER_TOPIC,
+            partitions=settings.KAFKA_JOBS_PARTITIONS,
+            express_topic=settings.KAFKA_EXPRESS_TOPIC,
+            express_partitions=settings.KAFKA_EXPRESS_PARTITIONS,
+            replication_factor=settings.KAFKA_REPLICATION_FACTOR,
+        )
         try:
             ensure_topics(
                 bootstrap=settings.KAFKA_BOOTSTRAP,
