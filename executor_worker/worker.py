@@ -2,10 +2,11 @@
 
 One loop thread and a pool of handler threads. Each turn of the loop:
 
-1. read ahead: the express topic's messages first (the first job of a user with nothing
-   in flight, scheduler_worker.express_lane), then poll the jobs topic (``batch_size`` a
-   poll) until ``read_ahead`` are held or the client has no more (see ``_receive``);
-   consumption pauses while the read-ahead is
+1. read ahead: the express topic's messages first (the first few jobs of users with few
+   in flight: scheduler_worker.express_lane; see ``_read_express``), then poll the jobs
+   topic (``batch_size`` a poll) until
+   ``read_ahead`` are held or the client has no more (see ``_receive``), the express
+   topic again between every two polls; consumption pauses while the read-ahead is
    full and, per partition, while ``max_uncommitted`` messages wait behind one not yet
    handled, so memory stays bounded whatever the broker and the databases do;
 2. decode them; a malformed message is logged and acknowledged, never retried forever;
@@ -72,6 +73,7 @@ from jobsvc.handlers.errors import HandlerTimeout
 from jobsvc.messaging.dead_letter import DeadLetter, dead_letters_publish
 from jobsvc.messaging.job_message import JobMessage, MalformedJobMessage
 from jobsvc.messaging.renewing_producer import RenewingProducer
+from jobsvc.messaging.topic_names import express_group_of
 from jobsvc.sharding.shards import UnknownShard, shard_alias, shard_count, shard_ids
 
 logger = logging.getLogger(__name__)
@@ -152,7 +154,8 @@ class ExecutorConfig:
     # (executor_worker.work_stealing).
     work_stealing: bool = True
     # Read ahead of ``topic`` and between claims, in a consumer group of its own
-    # (``group_id`` + ".express"); "": none (scheduler_worker.express_lane).
+    # (jobsvc.messaging.topic_names.express_group_of); "": none
+    # (scheduler_worker.express_lane).
     express_topic: str = ""
 
 
@@ -257,7 +260,7 @@ class ExecutorWorker:
         if self.config.express_topic:
             self.express = JobConsumer(
                 bootstrap=self.bootstrap,
-                group_id=f"{self.config.group_id}.express",
+                group_id=express_group_of(self.config.group_id),
                 topic=self.config.express_topic,
                 client_id=f"executor-{self.worker_id}-express",
                 max_uncommitted=self.config.max_uncommitted,
@@ -357,7 +360,7 @@ class ExecutorWorker:
         20,000-58,000 messages through a 100,000-job flood while turns stopped at the
         first short poll; deploy/bench steady_beside_flood).
         """
-        # Express jobs due now are claimed before anything more is read (reading takes
+        # Express jobs due now are taken before anything more is read (reading takes
         # tens of milliseconds a batch); the next turn reads, whatever the express topic
         # brings, so that reading keeps up.
         self._skipped_reading = self._read_express() and not self._skipped_reading
@@ -389,7 +392,7 @@ class ExecutorWorker:
             items = buffer.take(max(0, count))
             room -= len(items)
             taken += items
-        self._express_due = False  # its jobs wait at the head of the claims
+        self._express_due = False  # taken in fair order, if there was room
         self._claim_first(taken)
         metrics.READ_AHEAD.set(self._read_ahead())
 
@@ -445,15 +448,11 @@ class ExecutorWorker:
         shards, nor for those a turn cut short left (``_claim_and_start``); and the jobs
         left wait at most until the shards ahead of them are claimed, not behind every
         later turn's."""
-        step = self._head_size()
+        step = max(1, self.config.claim_batch // _SMALL_STEPS)
         for message, received in taken[:step]:
             self._head[message.shard_id].append((message, received))
         for message, received in taken[step:]:
             self._to_claim[message.shard_id].append((message, received))
-
-    def _head_size(self) -> int:
-        """Jobs claimed at the head of a turn, ahead of the rest (see ``_claim_first``)."""
-        return max(1, self.config.claim_batch // _SMALL_STEPS)
 
     def _poll_size(self) -> int:
         """Messages a poll may take: a batch, or an eighth of one while a held job is due
@@ -469,17 +468,19 @@ class ExecutorWorker:
         """Hold what the express topic has now, without waiting; whether a job of it came
         due since the last turn took jobs to claim.
 
-        Its due jobs go to the head of their shards' claims, ahead of the fair order: each
-        is the first job of a user with nothing in flight on its shard
-        (scheduler_worker.express_lane), which weighted fair queuing starts first anyway
-        (a user that was idle has the earliest virtual finish time), and there are too
-        few of them to take a share from anyone: at most one per user and shard in
-        flight. As many as the head of a turn holds (``_claim_first``); more wait in the
-        fair buffers, and not due yet (dispatched ahead), they are held like any other."""
+        Its jobs wait in the fair buffers like any other, and are charged to their users'
+        shares there: each is one of the first few jobs of a user with few in flight on
+        its shard (scheduler_worker.express_lane), which the fair order starts first
+        anyway (a user that had nothing held starts from the current pass). What they
+        skip is the jobs topic's queue; here, a due one ends the turn after the claim at
+        hand and the next turn takes jobs before it reads more (``_receive``). Claimed
+        outside the fair order instead, at the head of the turn, they were not charged:
+        with 1,000 users each had 4 of them per shard at the start, some claimed that way
+        and some not, and the started jobs per user spread from 178-199 to 149-198
+        (deploy/bench fairness_thousand_users)."""
         if self.express is not None:
             batch = self.express.poll_batch(max_messages=self.config.batch_size, timeout=0.0)
-            head_room = self._head_size() - self._held(self._head)
-            if batch and self._hold(batch, first=max(0, head_room)):
+            if batch and self._hold(batch):
                 self._express_due = True
         return self._express_due
 
@@ -541,11 +542,8 @@ class ExecutorWorker:
             + self._held(self._to_record)
         )
 
-    def _hold(self, batch: list[Received], *, first: int = 0) -> int:
-        """Hold the messages read; how many of them are due (waiting to be claimed).
-
-        The first ``first`` due ones go to the head of their shards' claims, not to the
-        fair buffers (the express topic's: see ``_read_express``)."""
+    def _hold(self, batch: list[Received]) -> int:
+        """Hold the messages read; how many of them are due (waiting to be claimed)."""
         due_now = 0
         for received in batch:
             try:
@@ -563,9 +561,6 @@ class ExecutorWorker:
             due = message.due_at.timestamp()
             if due > time.time():
                 self._not_due.put(due, (message, received))
-            elif due_now < first:
-                self._head[message.shard_id].append((message, received))
-                due_now += 1
             else:
                 self._wait(message, received)
                 due_now += 1
@@ -588,7 +583,7 @@ class ExecutorWorker:
         takes the new job in fair order and claims it among its first. A turn of a whole
         claim batch takes about 0.2 s at full speed: the job would wait for it all. A due
         job from the express topic ends the turn after any claim beyond the head: such
-        jobs are few (``_read_express``), and the next turn claims them first.
+        jobs are few (``_read_express``), and the next turn takes it before reading.
         """
         claims = 0  # beyond the head's: with a steady stream coming due, every turn is cut
         started = time.monotonic()
