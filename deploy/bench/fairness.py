@@ -66,7 +66,6 @@ from deploy.bench.shares import (
     weighted_shares,
 )
 from deploy.webhook_receiver import LOOPBACK_WEBHOOKS, Receiver
-from jobsvc.sharding.shards import shard_alias, shard_ids
 
 WEIGHTS = (1.0, 2.0, 4.0)
 LIGHT_JOBS = 20
@@ -322,19 +321,16 @@ def _started(users: list[int]) -> dict[int, list[float]]:
 def _light_timeline(user: int) -> list[tuple[float, float, float, float, int]]:
     """The user's jobs by due time: (execute_at, created_at, dispatched_at, started_at,
     shard), the times in epoch seconds."""
-    rows = []
-    for shard_id in shard_ids():
-        with connections[shard_alias(shard_id)].cursor() as cursor:
-            cursor.execute(
-                "SELECT extract(epoch FROM execute_at)::float8,"
-                " extract(epoch FROM created_at)::float8,"
-                " extract(epoch FROM dispatched_at)::float8,"
-                " extract(epoch FROM started_at)::float8"
-                " FROM jobs WHERE user_id = %(user)s",
-                {"user": user},
-            )
-            rows += [(*row, shard_id) for row in cursor.fetchall()]
-    return sorted(rows)
+    return sorted(
+        _on_every_shard(
+            "SELECT extract(epoch FROM execute_at)::float8,"
+            " extract(epoch FROM created_at)::float8,"
+            " extract(epoch FROM dispatched_at)::float8,"
+            " extract(epoch FROM started_at)::float8, shard_id"
+            " FROM jobs WHERE user_id = %(user)s",
+            {"user": user},
+        )
+    )
 
 
 def _started_with_due(users: list[int]) -> list[tuple[float, float, float]]:

@@ -256,23 +256,38 @@ def test_a_user_with_nothing_in_flight_gets_a_job_started_while_the_in_flight_ca
     # Every shard's in-flight cap is held by another user's webhooks, which do not finish
     # until the receiver releases them: no room frees up. A job created due now by a user
     # with nothing in flight must still start (it waited for the room before).
-    heavy, light = make_user().pk, make_user().pk
-    receiver.hold()
     cap = {"JOBSVC_SCHEDULER_MAX_IN_FLIGHT_PER_SHARD": str(HELD_CAP)}
     workers = start_workers(start_worker, env=cap)
+    light_job_runs_while_webhooks_are_held(
+        workers,
+        receiver,
+        heavy=make_user().pk,
+        light=make_user().pk,
+        flood=HELD_FLOOD,
+        held=HELD_CAP * len(shard_ids()),  # every shard's cap
+    )
+
+
+def light_job_runs_while_webhooks_are_held(
+    workers, receiver, *, heavy: int, light: int, flood: int, held: int
+) -> None:
+    """``heavy`` creates ``flood`` webhooks due now (a bulk request: dealt over every
+    shard), which ``receiver`` holds unanswered; once ``held`` of them wait there,
+    ``light`` creates a job due now, which must run while they stay held, before they time
+    out (30 s at most). Then they are released, and every one runs, once."""
+    receiver.hold()
     webhook = {"handler": "http", "handler_params": {"url": receiver.url}}
     with serving_api(env=API_ENV) as api:
         heavy_client = logged_in(api, heavy)
-        flood = heavy_client.create_jobs(  # dealt over every shard (JOBSVC_BULK_SPREAD_...)
-            [JobSpec(message="held", execute_at=datetime.now(UTC), **webhook)] * HELD_FLOOD
+        created = heavy_client.create_jobs(
+            [JobSpec(message="held", execute_at=datetime.now(UTC), **webhook)] * flood
         )
-        cap_full = HELD_CAP * len(shard_ids())
 
-        def cap_full_everywhere() -> bool:
+        def all_held() -> bool:
             alive_or_fail(workers)
-            return receiver.held() >= cap_full
+            return receiver.held() >= held
 
-        wait_until(cap_full_everywhere, timeout=LEASE_TIMEOUT, what="every shard's cap is held")
+        wait_until(all_held, timeout=LEASE_TIMEOUT, what=f"{held} webhooks are held")
         light_client = logged_in(api, light)
         job = light_client.create_job(message="light", execute_at=datetime.now(UTC))
 
@@ -280,15 +295,14 @@ def test_a_user_with_nothing_in_flight_gets_a_job_started_while_the_in_flight_ca
             alive_or_fail(workers)
             return light_client.get_job(job.id).status == "succeeded"
 
-        # Before the held webhooks time out (30 s at most) and free their room.
         wait_until(light_job_done, timeout=HELD_LIGHT_TIMEOUT, what="the light user's job ran")
-        assert receiver.held() == cap_full, "the flood's webhooks did not stay held"
-        assert not receiver.deliveries(), "a flood job finished: room was freed"
+        assert receiver.held() == held, "the flood's webhooks did not stay held"
+        assert not receiver.deliveries(), "a flood job finished"
 
         receiver.release()  # nothing is lost: every held and waiting flood job runs
         wait_until_finished([heavy], workers, due=time.time())
-    assert Counter(row.status for row in job_rows([heavy])) == {"succeeded": HELD_FLOOD}
-    assert set(receiver.count_by_job()) == {flood_job.id for flood_job in flood}
+    assert Counter(row.status for row in job_rows([heavy])) == {"succeeded": flood}
+    assert set(receiver.count_by_job()) == {flood_job.id for flood_job in created}
 
 
 # --- the stack ---------------------------------------------------------------------------

@@ -454,18 +454,23 @@ class TopicsProducer(AcknowledgingProducer):
         return Counter(user for sent_to, user in self.sent if sent_to == topic)
 
 
+def express_dispatcher(shard: InMemoryShard, producer: TopicsProducer, *, max_in_flight: int):
+    """Rounds of 100 jobs, with the express topic "jobs.express"."""
+    return dispatcher(
+        shard,
+        {},
+        batch_size=100,
+        max_in_flight=max_in_flight,
+        producer=producer,
+        express_topic="jobs.express",
+    )
+
+
 def test_the_jobs_of_a_user_with_few_in_flight_go_to_the_express_topic():
     shard = InMemoryShard()
     shard.add(1, FLOOD)
     producer = TopicsProducer({"jobs": 4, "jobs.express": 2})
-    rounds = dispatcher(
-        shard,
-        {},
-        batch_size=100,
-        max_in_flight=300,
-        producer=producer,
-        express_topic="jobs.express",
-    )
+    rounds = express_dispatcher(shard, producer, max_in_flight=300)
     rounds.dispatch_round()
     # the flood's first few: none in flight yet
     assert producer.users_on("jobs.express") == {1: EXPRESS_IN_FLIGHT}
@@ -488,14 +493,7 @@ def test_a_light_user_past_a_full_shards_limit_goes_to_the_express_topic():
     shard = InMemoryShard()
     shard.add(1, FLOOD)
     producer = TopicsProducer({"jobs": 4, "jobs.express": 2})
-    rounds = dispatcher(
-        shard,
-        {},
-        batch_size=100,
-        max_in_flight=100,
-        producer=producer,
-        express_topic="jobs.express",
-    )
+    rounds = express_dispatcher(shard, producer, max_in_flight=100)
     rounds.dispatch_round()  # the shard is full
     shard.add(2, 1)
     rounds.dispatch_round()
