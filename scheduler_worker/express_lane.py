@@ -10,11 +10,12 @@ is one that fair order cannot shorten.
 
 The express topic carries a user's jobs while it has fewer than ``EXPRESS_IN_FLIGHT`` in
 flight on the shard (as the dispatcher counts them: ``ShardInFlight.counts``), and
-executors read it before the jobs topic and between their claims, and claim its due jobs
-first (executor_worker.worker). A user past that many goes the usual way until its jobs
-finish, so the topic holds at most ``EXPRESS_IN_FLIGHT`` jobs per user and shard: it never
-queues behind a flood, and a flood cannot use it to pass anyone (its first few jobs go
-express, the rest do not).
+executors read it before the jobs topic and between their claims; a due job from it ends
+the executor's turn, and the next takes jobs in fair order before it reads more
+(executor_worker.worker). A user past that many goes the usual way until its jobs finish,
+so the topic holds at most ``EXPRESS_IN_FLIGHT`` jobs per user and shard: it never queues
+behind a flood, and nobody passes anyone through it (a flood's first few jobs go express,
+the rest do not, and executors start express jobs in the same fair order as the others).
 """
 
 from __future__ import annotations
