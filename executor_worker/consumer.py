@@ -330,14 +330,14 @@ class JobConsumer:
         self._consumer.close()
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        logger.info("assigned partitions %s", [p.partition for p in partitions])
+        logger.info("assigned partitions %s of %s", [p.partition for p in partitions], self.topic)
         self._paused = set()  # an assignment starts unpaused; the next poll pauses again
         for partition in partitions:  # reading starts again at the committed offset
             self._order.pop(partition.partition, None)
         self._assignment_changed(added=partitions)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        logger.info("revoking partitions %s", [p.partition for p in partitions])
+        logger.info("revoking partitions %s of %s", [p.partition for p in partitions], self.topic)
         self.commit()
         with self._lock:
             for partition in partitions:

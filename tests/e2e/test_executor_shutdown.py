@@ -18,9 +18,10 @@ from django.db import connections
 
 from deploy.bench.processes import WorkerProcess
 from jobsvc.env import env_database_urls
+from jobsvc.messaging.topic_names import express_topic_of
 from jobsvc.sharding.shards import shard_aliases
 from scheduler_worker.queries import LOST_ATTEMPT_ERROR
-from tests.e2e.conftest import FAST_TIMINGS, JOBS_PARTITIONS, Messaging
+from tests.e2e.conftest import EXPRESS_PARTITIONS, FAST_TIMINGS, JOBS_PARTITIONS, Messaging
 from tests.e2e.jobs import all_jobs, create, due_in, spec, status_counts
 from tests.waiting import wait_until
 
@@ -29,20 +30,27 @@ pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 RUN_TIMEOUT = 30.0  # seconds for workers to start, or a lost attempt to be run again
 DRAIN_TIMEOUT = float(FAST_TIMINGS["JOBSVC_EXECUTOR_DRAIN_TIMEOUT_SECONDS"])
 
-_PARTITION_EVENT = re.compile(r"(assigned|revoking) partitions \[([\d, ]*)\]")
+_PARTITION_EVENT = re.compile(r"(assigned|revoking) partitions \[([\d, ]*)\] of (\S+)")
 
 
-def assignment(worker: WorkerProcess) -> set[int]:
-    """The partitions an executor holds now, as its log tells."""
+def assignment(worker: WorkerProcess, topic: str) -> set[int]:
+    """The partitions of ``topic`` an executor holds now, as its log tells."""
     held: set[int] = set()
-    for event, numbers in _PARTITION_EVENT.findall(worker.log()):
+    for event, numbers, of in _PARTITION_EVENT.findall(worker.log()):
+        if of != topic:
+            continue
         partitions = {int(n) for n in numbers.split(",") if n.strip()}
         held = held | partitions if event == "assigned" else held - partitions
     return held
 
 
-def partition_of(messaging: Messaging, job_id: str, *, timeout: float = 10.0) -> int:
-    """The jobs-topic partition a scheduler published the job's message to."""
+def partition_of(messaging: Messaging, job_id: str, *, timeout: float = 10.0) -> tuple[str, int]:
+    """The topic and partition a scheduler published the job's message to: the jobs
+    topic's, or the express topic's (a user with few jobs in flight)."""
+    topics = {
+        messaging.jobs_topic: JOBS_PARTITIONS,
+        express_topic_of(messaging.jobs_topic): EXPRESS_PARTITIONS,
+    }
     consumer = Consumer(
         {
             "bootstrap.servers": settings.KAFKA_BOOTSTRAP,
@@ -53,16 +61,17 @@ def partition_of(messaging: Messaging, job_id: str, *, timeout: float = 10.0) ->
     try:
         consumer.assign(
             [
-                TopicPartition(messaging.jobs_topic, p, OFFSET_BEGINNING)
-                for p in range(JOBS_PARTITIONS)
+                TopicPartition(topic, p, OFFSET_BEGINNING)
+                for topic, partitions in topics.items()
+                for p in range(partitions)
             ]
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             record = consumer.poll(0.2)
             if record is not None and record.error() is None and record.key() == job_id.encode():
-                return record.partition()
-        raise AssertionError(f"no message of job {job_id} on {messaging.jobs_topic}")
+                return record.topic(), record.partition()
+        raise AssertionError(f"no message of job {job_id} on {', '.join(topics)}")
     finally:
         consumer.close()
 
@@ -76,13 +85,19 @@ def test_a_job_whose_executor_is_killed_mid_run_runs_again_elsewhere_and_succeed
 ):
     start_worker("scheduler", "scheduler-a")
     executors = [start_worker("executor", name) for name in ("executor-a", "executor-b")]
+    express = express_topic_of(messaging.jobs_topic)
     wait_until(
-        lambda: (
-            all(assignment(e) for e in executors)
-            and assignment(executors[0]) | assignment(executors[1]) == set(range(JOBS_PARTITIONS))
+        lambda: all(
+            all(assignment(e, topic) for e in executors)
+            and assignment(executors[0], topic) | assignment(executors[1], topic)
+            == set(range(partitions))
+            for topic, partitions in (
+                (messaging.jobs_topic, JOBS_PARTITIONS),
+                (express, EXPRESS_PARTITIONS),
+            )
         ),
         timeout=RUN_TIMEOUT,
-        what="both executors hold partitions",
+        what="both executors hold partitions of both topics",
     )
     user = make_user()
     # The first delivery stalls past the job's timeout: it cannot succeed before the kill.
@@ -92,8 +107,8 @@ def test_a_job_whose_executor_is_killed_mid_run_runs_again_elsewhere_and_succeed
     receiver.stall(job_id, 5.0)
 
     wait_until(lambda: job(job_id).status == "running", timeout=RUN_TIMEOUT, what="job started")
-    partition = partition_of(messaging, job_id)
-    [running] = [e for e in executors if partition in assignment(e)]
+    topic, partition = partition_of(messaging, job_id)
+    [running] = [e for e in executors if partition in assignment(e, topic)]
     [survivor] = [e for e in executors if e is not running]
     running.kill()
     receiver.stall(job_id, 0.0)  # the next attempt is answered at once
@@ -204,7 +219,9 @@ def _freeze_inside_a_transaction(worker: WorkerProcess, name: str, *, tries: int
 FROZEN_FLOOD = 6000  # no-op jobs: both executors claim batches of them back to back
 
 
-def test_an_executor_frozen_inside_a_claim_does_not_stall_the_other(make_user, start_worker):
+def test_an_executor_frozen_inside_a_claim_does_not_stall_the_other(
+    make_user, start_worker, messaging
+):
     """A paused process (SIGSTOP, a GC pause, a stopped VM) that claimed jobs holds their
     rows locked. Once the consumer group gives its partitions to the other executor, that
     one claims the same jobs: it must get them, and every job must run, while the frozen
@@ -216,8 +233,9 @@ def test_an_executor_frozen_inside_a_claim_does_not_stall_the_other(make_user, s
         env={"JOBSVC_SHARD_DB_URLS": _tagged_database_urls("executor-a")},
     )
     survivor = start_worker("executor", "executor-b")
+    topic = messaging.jobs_topic
     wait_until(
-        lambda: assignment(frozen) and assignment(survivor),
+        lambda: assignment(frozen, topic) and assignment(survivor, topic),
         timeout=RUN_TIMEOUT,
         what="both executors hold partitions",
     )
