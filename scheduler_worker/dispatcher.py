@@ -16,10 +16,10 @@ One round (``dispatch_round``):
    round trip, tens of milliseconds, to every job's dispatch). The jobs of messages the
    broker failed are made due again at the start of the next round. At most
    ``_UNACKNOWLEDGED_ROUNDS`` rounds' worth of messages wait for acknowledgement at once.
-   The first job of each user that had nothing in flight on the shard goes to the
-   express topic instead (``express_lane``), which executors read ahead of the jobs
-   topic: a job created due now by a user without a backlog does not queue behind
-   another user's flood in the jobs topic's partitions.
+   The jobs of a user with fewer than a few in flight on the shard go to the express
+   topic instead (``express_lane``), which executors read ahead of the jobs topic: a job
+   created due now by a user without a backlog does not queue behind another user's
+   flood in the jobs topic's partitions.
 
 "Due" means due within ``dispatch_ahead`` seconds: a job is sent that long before its due
 time at most, and the executor that reads it holds it until it is due
@@ -114,7 +114,7 @@ class DispatchConfig:
     # Seconds before its due time a job may be dispatched; the executor holds it until it
     # is due (executor_worker.not_due). 0: only jobs already due.
     dispatch_ahead: float = 0.0
-    # Where the first job of a user with nothing in flight on the shard goes
+    # Where the jobs of a user with few in flight on the shard go
     # (scheduler_worker.express_lane); "" or a topic the broker does not know: the jobs
     # topic, like every other job.
     express_topic: str = ""
