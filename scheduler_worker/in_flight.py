@@ -26,7 +26,7 @@ round's worth of jobs in flight whatever the queue says.
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 
 from scheduler_worker import metrics
@@ -196,11 +196,12 @@ class ShardInFlight:
         """Count jobs just claimed, until the next count sees them."""
         if not self.max_in_flight:
             return
+        claimed: dict[int, list[str]] = defaultdict(list)
         for job in jobs:
-            user = job.user_id
+            claimed[job.user_id].append(job.job_id)
+        for user, job_ids in claimed.items():
             listed = self._listed.pop(user, set())
             all_listed = len(listed) == self._by_user[user]
-            self._by_user[user] += 1
+            self._by_user[user] += len(job_ids)
             if all_listed and self._by_user[user] <= LISTED_IN_FLIGHT:
-                listed.add(job.job_id)
-                self._listed[user] = listed
+                self._listed[user] = listed.union(job_ids)
