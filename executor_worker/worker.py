@@ -331,7 +331,7 @@ class ExecutorWorker:
             self.consumer.handled(*received)
             return
         self.consumer.handled(*(r for r in received if r.topic != express.topic))
-        self.express.handled(*(r for r in received if r.topic == express.topic))
+        express.handled(*(r for r in received if r.topic == express.topic))
 
     @staticmethod
     def _held(items: dict[int, list]) -> int:

@@ -160,8 +160,8 @@ KAFKA_BOOTSTRAP = env_str("JOBSVC_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
 KAFKA_JOBS_TOPIC = env_str("JOBSVC_KAFKA_JOBS_TOPIC", "jobs")
 KAFKA_DEAD_LETTER_TOPIC = env_str("JOBSVC_KAFKA_DEAD_LETTER_TOPIC", "jobs.dead-letter")
 KAFKA_JOBS_PARTITIONS = env_int("JOBSVC_KAFKA_JOBS_PARTITIONS", 12, minimum=1)
-# The first job of each user with nothing in flight on its shard goes here, and executors
-# read it ahead of the jobs topic, so it does not queue behind another user's flood
+# The jobs of a user with fewer than 4 in flight on its shard go here, and executors read
+# them ahead of the jobs topic, so they do not queue behind another user's flood
 # (scheduler_worker.express_lane). "": every job goes to the jobs topic.
 KAFKA_EXPRESS_TOPIC = env_str("JOBSVC_KAFKA_EXPRESS_TOPIC", express_topic_of(KAFKA_JOBS_TOPIC))
 KAFKA_EXPRESS_PARTITIONS = env_int("JOBSVC_KAFKA_EXPRESS_PARTITIONS", 4, minimum=1)
