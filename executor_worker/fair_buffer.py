@@ -66,6 +66,8 @@ class FairBuffer(Generic[T]):
         self._ran_dry: dict[Hashable, tuple[float, int]] = {}  # see ran_dry
         self._total_weight = 0.0  # of the users with items
         self._running_low: set[Hashable] = set()  # reported as running low, not refilled
+        # Per user with items: passes owed for items started outside the buffer (charge).
+        self._owed: dict[Hashable, float] = {}
 
     def __len__(self) -> int:
         return self._size
@@ -101,6 +103,10 @@ class FairBuffer(Generic[T]):
         taken: list[T] = []
         while len(taken) < count and self._turns:
             start, arrival, user = heapq.heappop(self._turns)
+            owed = self._owed.pop(user, 0.0)
+            if owed:  # started elsewhere meanwhile: its turn comes that much later
+                heapq.heappush(self._turns, (start + owed, arrival, user))
+                continue
             queue = self._queues[user]
             taken.append(heapq.heappop(queue)[2])
             self._virtual = start
@@ -128,6 +134,21 @@ class FairBuffer(Generic[T]):
         self._size -= len(taken)
         self._forget_caught_up()
         return taken
+
+    def charge(self, user: Hashable, weight: float, count: int) -> None:
+        """``count`` jobs of ``user`` started without passing through the buffer (the
+        executor's express runner): its later items are served as if those had been taken
+        here, ``count / weight`` later in virtual time. A user with nothing held comes in
+        that much past the virtual time, or past the pass it was served ahead to."""
+        if not weight > 0:
+            raise ValueError(f"weight must be positive, got {weight!r}")
+        if count <= 0:
+            return
+        cost = count / weight
+        if user in self._queues:
+            self._owed[user] = self._owed.get(user, 0.0) + cost
+        else:
+            self._ahead[user] = max(self._ahead.get(user, self._virtual), self._virtual) + cost
 
     def ran_dry(self) -> dict[Hashable, tuple[float, int]]:
         """The users whose queue ran dry since the last call (``report_dry`` only), each

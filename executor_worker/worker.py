@@ -2,11 +2,12 @@
 
 One loop thread and a pool of handler threads. Each turn of the loop:
 
-1. read ahead: the express topic's messages first (the first few jobs of users with few
-   in flight: scheduler_worker.express_lane; see ``_read_express``), then poll the jobs
-   topic (``batch_size`` a poll) until
-   ``read_ahead`` are held or the client has no more (see ``_receive``), the express
-   topic again between every two polls; consumption pauses while the read-ahead is
+1. read ahead: what the express runner handed over first (the express topic carries the
+   first few jobs of users with few in flight: scheduler_worker.express_lane; a thread of
+   its own runs their due inline jobs as they arrive: executor_worker.express_runner; see
+   ``_read_express``), then poll the jobs topic (``batch_size`` a poll) until
+   ``read_ahead`` are held or the client has no more (see ``_receive``), the runner's
+   handover again between every two polls; consumption pauses while the read-ahead is
    full and, per partition, while ``max_uncommitted`` messages wait behind one not yet
    handled, so memory stays bounded whatever the broker and the databases do;
 2. decode them; a malformed message is logged and acknowledged, never retried forever;
@@ -53,7 +54,7 @@ import queue
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -64,6 +65,7 @@ from django.utils import timezone
 from executor_worker import metrics
 from executor_worker.claims import Attempt, ClaimStore, Outcome
 from executor_worker.consumer import JobConsumer, Received
+from executor_worker.express_runner import ExpressRunner, Ran
 from executor_worker.fair_buffer import FairBuffer
 from executor_worker.not_due import NotDueYet
 from executor_worker.retry_gate import RetryGate
@@ -113,9 +115,9 @@ _STEAL_WAITED = 0.5
 # The partition of a stolen job's stand-in for a message: there is nothing to commit, and
 # JobConsumer.handled ignores a partition it was not assigned, as it does a revoked one.
 _STOLEN = -1
-# Seconds a poll of the jobs topic may wait while an express topic is read too: the
-# express topic is polled between those polls (one client cannot wait on two consumers),
-# so this is what an express job may wait for an idle executor to look.
+# Seconds a poll of the jobs topic may wait while an express topic is read too: what its
+# runner hands over (express jobs that need a handler thread) is taken between those polls,
+# so this is what such a job may wait for an idle executor to look.
 _EXPRESS_WAIT = 0.01
 _OBSERVE_INTERVAL = 5.0  # seconds between refreshes of the lag and in-flight gauges
 _DEADLINES_SLACK = 1000  # finished attempts the deadline heap may hold beyond 2x running
@@ -219,6 +221,7 @@ class ExecutorWorker:
         self._stores: dict[int, ClaimStore] = {}
         self.consumer: JobConsumer | None = None
         self.express: JobConsumer | None = None  # the express topic's, if configured
+        self._express_runner: ExpressRunner | None = None  # reads and runs it
         self._express_due = False  # an express job came due since the last take
         self._skipped_reading = False  # the last turn read no messages, for express jobs
         self._inline_handlers = runner.inline_handlers()
@@ -265,6 +268,14 @@ class ExecutorWorker:
                 client_id=f"executor-{self.worker_id}-express",
                 max_uncommitted=self.config.max_uncommitted,
             )
+            self._express_runner = ExpressRunner(
+                consumer=self.express,
+                run_inline=self._run_express,
+                inline_handlers=self._inline_handlers,
+                shard_is_open=self._shards.is_open,
+                batch_size=self.config.batch_size,
+            )
+            self._express_runner.start()
         pool = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="handler")
         logger.info("executor %s started", self.worker_id)
         try:
@@ -275,6 +286,7 @@ class ExecutorWorker:
             pool.shutdown(wait=False, cancel_futures=True)
             self.consumer.close()
             if self.express is not None:
+                self._stop_express_runner()
                 self.express.close()
             self.producer.close()
             connections.close_all()
@@ -285,7 +297,9 @@ class ExecutorWorker:
         deadline = time.monotonic() + self.config.drain_timeout
         self.consumer.pause_all(True)
         if self.express is not None:
+            self._stop_express_runner()
             self.express.pause_all(True)
+            self._read_express()  # what it handed over: outcomes to record, charges
         self._waiting.clear()
         self._waiting_for_thread.clear()
         self._not_due.clear()
@@ -325,13 +339,15 @@ class ExecutorWorker:
             time.sleep(_POLL_TIMEOUT)  # draining: pace the loop while handlers finish
 
     def _handled(self, *received: Received) -> None:
-        """These messages' outcomes are durable: let their consumers commit them."""
-        express = self.express
-        if express is None:
+        """These messages' outcomes are durable: let their consumers commit them (the
+        express topic's through its runner, whose thread owns that consumer)."""
+        runner = self._express_runner
+        if runner is None:
             self.consumer.handled(*received)
             return
-        self.consumer.handled(*(r for r in received if r.topic != express.topic))
-        express.handled(*(r for r in received if r.topic == express.topic))
+        express_topic = runner.consumer.topic
+        self.consumer.handled(*(r for r in received if r.topic != express_topic))
+        runner.acknowledge(*(r for r in received if r.topic == express_topic))
 
     @staticmethod
     def _held(items: dict[int, list]) -> int:
@@ -465,24 +481,52 @@ class ExecutorWorker:
         return self.config.batch_size
 
     def _read_express(self) -> bool:
-        """Hold what the express topic has now, without waiting; whether a job of it came
-        due since the last turn took jobs to claim.
+        """Take what the express runner handed over (executor_worker.express_runner);
+        whether a job of it came due since the last turn took jobs to claim.
 
-        Its jobs wait in the fair buffers like any other, and are charged to their users'
-        shares there: each is one of the first few jobs of a user with few in flight on
-        its shard (scheduler_worker.express_lane), which the fair order starts first
-        anyway (a user that had nothing held starts from the current pass). What they
-        skip is the jobs topic's queue; here, a due one ends the turn after the claim at
-        hand and the next turn takes jobs before it reads more (``_receive``). Claimed
-        outside the fair order instead, at the head of the turn, they were not charged:
-        with 1,000 users each had 4 of them per shard at the start, some claimed that way
-        and some not, and the started jobs per user spread from 178-199 to 149-198
-        (deploy/bench fairness_thousand_users)."""
-        if self.express is not None:
-            batch = self.express.poll_batch(max_messages=self.config.batch_size, timeout=0.0)
-            if batch and self._hold(batch):
-                self._express_due = True
+        The runner starts the express topic's due inline jobs itself and charges them
+        to their users' shares in the fair order here. What it hands over (jobs that need
+        a handler thread or are not due yet, and what it could not claim) waits in the
+        fair buffers like any other job: each is one of the first few jobs of a user with
+        few in flight on its shard (scheduler_worker.express_lane), which the fair order
+        starts first anyway (a user that had nothing held starts from the current pass).
+        What they skip is the jobs topic's queue; here, a due one ends the turn after the
+        claim at hand and the next turn takes jobs before it reads more (``_receive``).
+        Uncharged, express jobs spread the started jobs per user of 1,000 users from
+        178-199 to 149-198 (deploy/bench fairness_thousand_users)."""
+        if self._express_runner is None:
+            return self._express_due
+        handover = self._express_runner.take_handover()
+        if handover.messages and self._hold(handover.messages):
+            self._express_due = True
+        for outcome, received in handover.to_record:
+            self._to_record[outcome.attempt.shard_id].append((outcome, received))
+        for user, (weight, count) in handover.started.items():
+            self._waiting.charge(user, weight, count)
         return self._express_due
+
+    def _run_express(self, shard_id: int, items: list[_Item]) -> Ran:
+        """On the express runner's thread: claim and run ``items``' inline attempts in
+        one transaction on that thread's connection (``_claim_in_one``)."""
+        outcomes, _, _ = self._claim_in_one(shard_id, items, inline=True, room=0)
+        _observe_start_delay(outcome.attempt for outcome in outcomes.values())
+        ran = Ran()
+        for message, received in items:
+            outcome = outcomes.get((message.job_id, message.attempt))
+            if outcome is None:
+                ran.not_run.append(received)
+            elif outcome.succeeded:
+                ran.succeeded.append((outcome, received))
+                _observe_finished(outcome)
+            else:
+                ran.failed.append((outcome, received))
+        return ran
+
+    def _stop_express_runner(self) -> None:
+        if self._express_runner is not None and not self._express_runner.stop(
+            self.config.drain_timeout
+        ):
+            logger.warning("the express runner did not stop within the drain timeout")
 
     def _held_job_due(self) -> bool:
         next_due = self._not_due.next_due()
@@ -683,10 +727,7 @@ class ExecutorWorker:
                 ran.update(ran_stolen)
                 claimed += claimed_stolen
                 rest += rest_stolen
-        started_at = timezone.now()
-        for attempt in [*(outcome.attempt for outcome in ran.values()), *claimed]:
-            delay = (started_at - attempt.due_at).total_seconds()
-            metrics.JOB_START_DELAY.observe(max(0.0, delay))
+        _observe_start_delay([*(outcome.attempt for outcome in ran.values()), *claimed])
         return ran, claimed, rest
 
     def _claim_in_one(
@@ -873,6 +914,13 @@ class ExecutorWorker:
             )
             self._stores[shard_id] = store
         return store
+
+
+def _observe_start_delay(attempts: Iterable[Attempt]) -> None:
+    started_at = timezone.now()
+    for attempt in attempts:
+        delay = (started_at - attempt.due_at).total_seconds()
+        metrics.JOB_START_DELAY.observe(max(0.0, delay))
 
 
 def _is_final(outcome: Outcome) -> bool:

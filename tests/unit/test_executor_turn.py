@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from executor_worker.consumer import Received
+from executor_worker.express_runner import Handover
 from executor_worker.worker import ExecutorConfig, ExecutorWorker
 from jobsvc.messaging.job_message import JobMessage
 
@@ -146,3 +147,41 @@ def test_jobs_a_cut_turn_left_are_claimed_before_a_later_turns(executor):
     assert order[: len(left)] == list(left)  # the earlier turn's shards first, in order
     for shard, items in left.items():  # and on each shard its jobs ahead of the later
         assert executor._to_claim[shard][: len(items)] == items
+
+
+class ExpressHandover:
+    """The express runner as the loop sees it: what it handed over since the last turn."""
+
+    def __init__(self, handover) -> None:
+        self.handover = handover
+        self.consumer = ClientQueue(hand_over=0)
+        self.consumer.topic = "jobs.express"
+        self.acknowledged = []
+
+    def acknowledge(self, *received) -> None:
+        self.acknowledged.extend(received)
+
+    def take_handover(self):
+        handover, self.handover = self.handover, Handover()
+        return handover
+
+
+def test_jobs_the_express_runner_started_are_charged_in_the_fair_order(executor):
+    # Both users have jobs held; the runner started 10 of the light user's: the flood's
+    # jobs go next until those are made up, then the two alternate again.
+    executor.consumer.messages = [*flood(100), *(message(LIGHT_USER, 0) for _ in range(100))]
+    executor._express_runner = ExpressHandover(Handover(started={LIGHT_USER: (1.0, 10)}))
+    executor._receive()
+    executor._claim_and_start(pool=None)
+    taken = [user for _, users in executor.claims for user in users]
+    first_light = taken.index(LIGHT_USER)
+    assert first_light >= 9  # the flood's 10 go first (give or take the start's phase)
+    # Of the first 100 taken, the light user's are half of 100 + 10 charged, less those 10.
+    assert 44 <= taken[:100].count(LIGHT_USER) <= 46
+
+
+def test_what_the_express_runner_hands_over_is_held_and_a_due_job_cuts_the_turn(executor):
+    due = message(LIGHT_USER, 2)
+    executor._express_runner = ExpressHandover(Handover(messages=[due]))
+    assert executor._read_express()  # a due job came: the next turn takes it before reading
+    assert executor._waiting.items_of(LIGHT_USER) == [(JobMessage.decode(due.value), due)]

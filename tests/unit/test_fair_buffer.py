@@ -191,3 +191,31 @@ def test_nothing_is_reported_unless_asked_for():
     buffer = filled({"a": (1.0, 500)})
     buffer.take(500)
     assert buffer.ran_dry() == {}
+
+
+def test_jobs_started_outside_the_buffer_are_charged_to_a_user_holding_items():
+    """Two weight-1 users alternate; 3 jobs of ``a`` started elsewhere (the express
+    runner) make ``b`` go next 3 times before ``a`` comes back."""
+    buffer = filled({"a": (1.0, 10), "b": (1.0, 10)})
+    first = [user for user, _ in buffer.take(2)]
+    buffer.charge("a", 1.0, 3)
+    taken = [user for user, _ in buffer.take(8)]
+    assert sorted(first) == ["a", "b"]
+    assert taken[:3] == ["b", "b", "b"]
+    served = Counter(first + taken) + Counter({"a": 3})  # the charged jobs count as served
+    assert abs(served["a"] - served["b"]) <= 1
+
+
+def test_a_user_charged_while_holding_nothing_comes_in_behind_by_its_charge():
+    buffer = filled({"b": (1.0, 10)})
+    buffer.charge("a", 2.0, 4)  # 4 jobs at weight 2: two of b's strides
+    for index in range(5):
+        buffer.put("a", 2.0, ("a", index))
+    taken = [user for user, _ in buffer.take(6)]
+    assert taken[:2] == ["b", "b"]
+    assert taken.count("a") >= 3  # then at twice b's rate
+
+
+def test_a_charge_needs_a_positive_weight():
+    with pytest.raises(ValueError, match="weight must be positive"):
+        FairBuffer().charge("a", 0.0, 1)
