@@ -247,6 +247,12 @@ SCHEDULER_QUEUED_TIMEOUT = env_float("JOBSVC_SCHEDULER_QUEUED_TIMEOUT_SECONDS", 
 # this way can no longer be rescheduled (409), as a dispatched one; it can be cancelled.
 # 0: dispatch jobs only once they are due.
 SCHEDULER_DISPATCH_AHEAD = env_float("JOBSVC_SCHEDULER_DISPATCH_AHEAD_SECONDS", 1.0, minimum=0.0)
+# Jobs created due (within the dispatch-ahead window) are announced by the API on their
+# shard's database (PostgreSQL NOTIFY), and the scheduler that owns the shard sends those
+# of users with few in flight to the express topic at once, beside its rounds
+# (jobsvc.jobs.due_now, scheduler_worker.due_listener). For the API and the schedulers
+# alike; false: such jobs wait for the next round.
+SCHEDULER_LISTEN_FOR_DUE = env_bool("JOBSVC_SCHEDULER_LISTEN_FOR_DUE", True)
 SCHEDULER_SWEEP_INTERVAL = env_float("JOBSVC_SCHEDULER_SWEEP_INTERVAL_SECONDS", 5.0, minimum=0.1)
 SCHEDULER_WEIGHT_REFRESH = env_float("JOBSVC_SCHEDULER_WEIGHT_REFRESH_SECONDS", 2.0, minimum=0.1)
 SCHEDULER_PUBLISH_TIMEOUT = env_float("JOBSVC_SCHEDULER_PUBLISH_TIMEOUT_SECONDS", 10.0, minimum=1.0)

@@ -55,8 +55,9 @@ from jobsvc.messaging.job_message import JobMessage
 from scheduler_worker import metrics
 from scheduler_worker.acknowledgements import Unacknowledged
 from scheduler_worker.dispatch_metrics import BackloggedGauges, observe_dispatched
+from scheduler_worker.due_listener import DueListener
 from scheduler_worker.errors import ShardFenced
-from scheduler_worker.express_lane import express_jobs
+from scheduler_worker.express_lane import express_jobs, express_quotas
 from scheduler_worker.fair_share import FairShareAllocator, weight_of
 from scheduler_worker.in_flight import InFlightLimit, ShardInFlight
 from scheduler_worker.partition_deal import in_send_order, pick_partitions
@@ -118,6 +119,9 @@ class DispatchConfig:
     # (scheduler_worker.express_lane); "" or a topic the broker does not know: the jobs
     # topic, like every other job.
     express_topic: str = ""
+    # Listen on the shard's database for jobs created due now (jobsvc.jobs.due_now) and
+    # send those of users with few in flight express at once (``dispatch_express``).
+    listen_for_due: bool = False
 
 
 class ShardDispatcher:
@@ -172,6 +176,7 @@ class ShardDispatcher:
             sweep_interval=config.sweep_interval,
             clock=clock,
         )
+        self._due_listener: DueListener | None = None
         self._in_flight = ShardInFlight(
             store=store,
             max_in_flight=config.max_in_flight,
@@ -225,6 +230,11 @@ class ShardDispatcher:
             if self.epoch is None:
                 return
             metrics.SHARD_FAILING.labels(self._shard_label).set(0)
+            if self.config.listen_for_due and self.config.express_topic:
+                self._due_listener = DueListener(
+                    shard_id=shard, alias=self.store.alias, on_due=self.dispatch_express
+                )
+                self._due_listener.start()
             logger.info(
                 "shard %s: dispatching under epoch %s",
                 shard,
@@ -250,6 +260,9 @@ class ShardDispatcher:
             )
             self.on_fenced(self)
         finally:
+            if self._due_listener is not None:
+                self._due_listener.stop()
+                self._due_listener.join(_ERROR_BACKOFF_SECONDS)
             self._backlogged.forget()
             metrics.SHARD_FAILING.labels(self._shard_label).set(0)
             connections.close_all()  # this thread's: the shard's and the control database's
@@ -364,6 +377,54 @@ class ShardDispatcher:
         self._in_flight.claimed(claimed)
         return self._publish(claimed, weights, in_flight=in_flight)
 
+    def dispatch_express(self, users: Iterable[int]) -> int:
+        """On the due listener's thread: send the due jobs of ``users`` that have fewer
+        than ``EXPRESS_IN_FLIGHT`` in flight on the shard to the express topic now, up to
+        that many each; how many were sent.
+
+        Created due now, such a job would otherwise wait for the round in progress and
+        then be claimed in the next, among a flood's thousand (jobsvc.jobs.due_now). The
+        claim is fenced by the epoch like a round's, and counted in flight like one
+        (``ShardInFlight.claimed``); a database error leaves the jobs to the rounds.
+        """
+        if (
+            self.epoch is None
+            or self._stopped.is_set()
+            or not self._running.is_set()
+            or not self._express_available()
+        ):
+            return 0
+        try:
+            quotas = express_quotas(self._in_flight.counts(users))
+            if not quotas:
+                return 0
+            claimed = self.store.claim(
+                epoch=self.epoch,
+                quotas=quotas,
+                queued_timeout=self.config.queued_timeout,
+                ahead=self.config.dispatch_ahead,
+            )
+        except (DatabaseError, ShardFenced) as exc:
+            logger.info("shard %s: due jobs left to the rounds: %s", self.store.shard_id, exc)
+            connections[self.store.alias].close()  # this thread's; a new one next time
+            return 0
+        if not claimed:
+            return 0
+        self._in_flight.claimed(claimed)
+        weights = self.weights.weights_for({job.user_id for job in claimed})
+        self._send(self.config.express_topic, claimed, weights, partitions=None)
+        metrics.JOBS_EXPRESS.labels(self._shard_label).inc(len(claimed))
+        return len(claimed)
+
+    def _express_available(self) -> bool:
+        """Whether jobs may go express: a topic configured that the broker has, and an
+        in-flight limit (without one, nothing is counted)."""
+        return bool(
+            self.config.express_topic
+            and self.config.max_in_flight
+            and self.producer.partition_count(self.config.express_topic)
+        )
+
     def _release_failed(self) -> None:
         failed = self._unacknowledged.take_failed()
         if failed:
@@ -465,11 +526,7 @@ class ShardDispatcher:
         if not claimed:
             return 0
         express: list[ClaimedJob] = []
-        if (
-            self.config.express_topic
-            and self.config.max_in_flight
-            and self.producer.partition_count(self.config.express_topic)
-        ):
+        if self._express_available():
             express = express_jobs(claimed, in_flight=in_flight)
         if express:
             chosen = {job.job_id for job in express}

@@ -48,5 +48,16 @@ def express_jobs(
     return chosen
 
 
+def express_quotas(in_flight: Mapping[int, int]) -> dict[int, int]:
+    """For a claim of express jobs alone (scheduler_worker.due_listener): how many more of
+    each user's jobs may go express, given its jobs ``in_flight``; users with none to
+    spare are left out."""
+    return {
+        user: EXPRESS_IN_FLIGHT - count
+        for user, count in in_flight.items()
+        if count < EXPRESS_IN_FLIGHT
+    }
+
+
 def _order(job: ClaimedJob) -> tuple:
     return (-job.priority, job.due_at, job.job_id)

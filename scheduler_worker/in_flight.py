@@ -26,6 +26,7 @@ round's worth of jobs in flight whatever the queue says.
 from __future__ import annotations
 
 import math
+import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 
@@ -79,7 +80,8 @@ class ShardInFlight:
 
     ``max_in_flight`` 0: no limit, and every user has a whole batch of room. ``limit``
     (an ``InFlightLimit``), if given, follows the queue below ``max_in_flight``.
-    Not thread-safe: the shard's dispatch thread owns it.
+    The shard's dispatch thread owns it; ``counts`` and ``claimed`` may also be called
+    from the shard's due listener (scheduler_worker.due_listener), under ``_lock``.
     """
 
     def __init__(
@@ -103,6 +105,7 @@ class ShardInFlight:
         self._listed: dict[int, set[str]] = {}
         self._recount_at = -math.inf  # clock time of the next count
         self._limit = max_in_flight  # the limit as of the last ``room``
+        self._lock = threading.Lock()  # over _by_user and _listed
 
     def room(self) -> float:
         """Jobs the shard's limit leaves room for (0 or less: none; no limit: infinite)."""
@@ -128,11 +131,14 @@ class ShardInFlight:
         now = self._clock()
         if now >= self._recount_at:
             counted = self.store.in_flight_by_user(listed=LISTED_IN_FLIGHT)
-            self._by_user = Counter({user: count for user, (count, _) in counted.items()})
-            self._listed = {user: set(ids) for user, (count, ids) in counted.items() if ids}
+            by_user = Counter({user: count for user, (count, _) in counted.items()})
+            with self._lock:
+                self._by_user = by_user
+                self._listed = {user: set(ids) for user, (count, ids) in counted.items() if ids}
             self._recount_at = now + IN_FLIGHT_RECOUNT_INTERVAL
-            metrics.IN_FLIGHT.labels(self._label).set(self._by_user.total())
-        return self._by_user.total()
+            metrics.IN_FLIGHT.labels(self._label).set(by_user.total())
+        with self._lock:  # the due listener may be adding a user
+            return self._by_user.total()
 
     def rooms(self, users: Iterable[int], weights: dict[int, float]) -> dict[int, int]:
         """Per due user: how many more of its jobs may be in flight before it passes its
@@ -173,18 +179,18 @@ class ShardInFlight:
         0.41 of the dispatches instead of 0.2 beside a weight-4 user, at a limit of 20 a
         shard: tests/e2e/test_scheduler_fairness.py)."""
         users = list(users)
-        counts = {user: self._by_user.get(user, 0) for user in users}
-        listed = [
-            user
-            for user, count in counts.items()
-            if count > 0 and len(self._listed.get(user, ())) == count
-        ]
+        with self._lock:
+            counts = {user: self._by_user.get(user, 0) for user in users}
+            listed = {
+                user: set(self._listed[user])
+                for user, count in counts.items()
+                if count > 0 and len(self._listed.get(user, ())) == count
+            }
         if listed:
-            still = self.store.still_in_flight(
-                [job_id for user in listed for job_id in self._listed[user]]
-            )
-            for user in listed:
-                counts[user] = len(self._listed[user] & still)
+            job_ids = [job_id for ids in listed.values() for job_id in ids]
+            still = self.store.still_in_flight(job_ids)
+            for user, ids in listed.items():
+                counts[user] = len(ids & still)
         return counts
 
     @staticmethod
@@ -199,9 +205,10 @@ class ShardInFlight:
         claimed: dict[int, list[str]] = defaultdict(list)
         for job in jobs:
             claimed[job.user_id].append(job.job_id)
-        for user, job_ids in claimed.items():
-            listed = self._listed.pop(user, set())
-            all_listed = len(listed) == self._by_user[user]
-            self._by_user[user] += len(job_ids)
-            if all_listed and self._by_user[user] <= LISTED_IN_FLIGHT:
-                self._listed[user] = listed.union(job_ids)
+        with self._lock:
+            for user, job_ids in claimed.items():
+                listed = self._listed.pop(user, set())
+                all_listed = len(listed) == self._by_user[user]
+                self._by_user[user] += len(job_ids)
+                if all_listed and self._by_user[user] <= LISTED_IN_FLIGHT:
+                    self._listed[user] = listed.union(job_ids)

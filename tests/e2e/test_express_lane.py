@@ -11,12 +11,22 @@ published behind them would wait until the receiver lets go.
 
 from __future__ import annotations
 
-import pytest
+from datetime import UTC, datetime
 
+import pytest
+from django.db import connections
+
+from jobsvc.sharding.shards import shard_alias, shard_ids
 from tests.e2e.test_fairness_end_to_end import (
+    API_ENV,
+    alive_or_fail,
     light_job_runs_while_webhooks_are_held,
+    logged_in,
+    schedulers_hold_every_shard,
     start_workers,
 )
+from tests.served_api import serving_api
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
@@ -42,3 +52,39 @@ def test_a_users_job_due_now_starts_while_the_jobs_topic_is_not_read_past_a_floo
         flood=FLOOD,
         held=EXECUTORS * HANDLER_THREADS,  # every handler thread
     )
+
+
+def test_a_job_created_due_now_runs_without_waiting_for_the_schedulers_next_round(
+    make_user, start_worker
+):
+    """Schedulers that look at their shards only once a minute: the API's notification
+    (jobsvc.jobs.due_now) has the shard's owner send a job created due now at once."""
+    env = {"JOBSVC_SCHEDULER_POLL_INTERVAL_SECONDS": str(NEXT_ROUND)}
+    workers = start_workers(start_worker, env=env)
+    wait_until(schedulers_hold_every_shard(workers), timeout=60, what="every shard is owned")
+    wait_until(every_shard_had_a_round(workers), timeout=30, what="every shard had its first round")
+    with serving_api(env=API_ENV) as api:
+        client = logged_in(api, make_user().pk)
+        job = client.create_job(message="now", execute_at=datetime.now(UTC))
+
+        def ran() -> bool:
+            alive_or_fail(workers)
+            return client.get_job(job.id).status == "succeeded"
+
+        wait_until(ran, timeout=NEXT_ROUND / 3, what="the job created due now ran")
+
+
+NEXT_ROUND = 60.0  # seconds: JOBSVC_SCHEDULER_POLL_INTERVAL_SECONDS above
+
+
+def every_shard_had_a_round(workers):
+    def had() -> bool:
+        alive_or_fail(workers)
+        for shard_id in shard_ids():
+            with connections[shard_alias(shard_id)].cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM jobs_shard_lease WHERE last_round_at IS NULL")
+                if cursor.fetchone()[0]:
+                    return False
+        return True
+
+    return had

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from scheduler_worker.express_lane import EXPRESS_IN_FLIGHT, express_jobs
+from jobsvc.jobs.due_now import users_notified
+from scheduler_worker.express_lane import EXPRESS_IN_FLIGHT, express_jobs, express_quotas
 from scheduler_worker.shard_store import ClaimedJob
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
@@ -39,3 +40,12 @@ def test_a_users_first_jobs_are_its_most_urgent_then_its_earliest_due():
     taking_one = {1: EXPRESS_IN_FLIGHT - 1}
     assert [j.job_id for j in express_jobs(claimed, in_flight=taking_one)] == ["urgent"]
     assert [j.job_id for j in express_jobs(claimed[:2], in_flight=taking_one)] == ["early"]
+
+
+def test_a_claim_of_express_jobs_alone_takes_what_each_user_has_to_spare():
+    in_flight = {1: 0, 2: EXPRESS_IN_FLIGHT - 1, 3: EXPRESS_IN_FLIGHT, 4: 500}
+    assert express_quotas(in_flight) == {1: EXPRESS_IN_FLIGHT, 2: 1}
+
+
+def test_due_notifications_name_users_and_anything_else_is_ignored():
+    assert users_notified(["7", "7", "12", "", "x; DROP TABLE jobs", "3.5"]) == {7, 12}

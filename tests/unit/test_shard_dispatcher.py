@@ -538,3 +538,53 @@ def test_a_light_users_job_that_finished_between_counts_does_not_hold_up_its_nex
     rounds.dispatch_round()
     assert shard.claimed[2] == 2
     assert shard.claimed[1] == 100  # the flood still waits for room
+
+
+# --- jobs created due now (the due listener's dispatch_express) --------------------------
+
+
+def test_a_notified_light_users_due_jobs_go_express_at_once_and_count_in_flight():
+    shard = InMemoryShard()
+    shard.add(1, FLOOD)
+    producer = TopicsProducer({"jobs": 4, "jobs.express": 2})
+    rounds = express_dispatcher(shard, producer, max_in_flight=100)
+    rounds.dispatch_round()  # the flood fills the shard's limit
+    shard.add(2, EXPRESS_IN_FLIGHT + 3)  # created due now: the API notified
+    assert rounds.dispatch_express({2}) == EXPRESS_IN_FLIGHT
+    assert producer.users_on("jobs.express")[2] == EXPRESS_IN_FLIGHT
+    assert rounds.dispatch_express({2}) == 0  # in flight now: the rest wait their turn
+    rounds.dispatch_round()
+    assert producer.users_on("jobs.express")[2] == EXPRESS_IN_FLIGHT  # counted, not resent
+
+
+def test_a_notified_user_with_many_in_flight_is_left_to_the_rounds():
+    shard = InMemoryShard()
+    shard.add(1, FLOOD)
+    producer = TopicsProducer({"jobs": 4, "jobs.express": 2})
+    rounds = express_dispatcher(shard, producer, max_in_flight=300)
+    rounds.dispatch_round()
+    sent = len(producer.sent)
+    assert rounds.dispatch_express({1}) == 0
+    assert len(producer.sent) == sent
+
+
+@pytest.mark.parametrize("state", ["no express topic", "paused", "no epoch yet"])
+def test_no_jobs_go_express_from_a_notification_when_they_must_not(state):
+    shard = InMemoryShard()
+    shard.add(2, 3)
+    producer = TopicsProducer({"jobs": 4, "jobs.express": 2})
+    rounds = dispatcher(
+        shard,
+        {},
+        batch_size=100,
+        max_in_flight=100,
+        producer=producer,
+        express_topic="" if state == "no express topic" else "jobs.express",
+    )
+    if state == "paused":
+        rounds.pause()  # its ZooKeeper session is suspended: it may have lost the shard
+    if state == "no epoch yet":
+        rounds.epoch = None
+    assert rounds.dispatch_express({2}) == 0
+    assert producer.sent == []
+    assert shard.claimed[2] == 0

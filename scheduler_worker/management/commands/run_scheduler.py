@@ -54,6 +54,7 @@ class Command(BaseCommand):
                 queued_timeout=settings.SCHEDULER_QUEUED_TIMEOUT,
                 dispatch_ahead=settings.SCHEDULER_DISPATCH_AHEAD,
                 express_topic=settings.KAFKA_EXPRESS_TOPIC,
+                listen_for_due=settings.SCHEDULER_LISTEN_FOR_DUE,
                 sweep_interval=settings.SCHEDULER_SWEEP_INTERVAL,
                 publish_timeout=settings.SCHEDULER_PUBLISH_TIMEOUT,
             ),
