@@ -18,6 +18,7 @@ from django.db import connections
 from coordination.client import connect
 from coordination.shard_ownership import SUSPENDED_LIMIT, ShardOwnership
 from jobsvc.messaging.producer import BatchProducer
+from jobsvc.messaging.producers_by_topic import ProducersByTopic
 from jobsvc.messaging.renewing_producer import RenewingProducer
 from jobsvc.sharding.shards import shard_alias
 from scheduler_worker import metrics
@@ -59,7 +60,7 @@ class SchedulerWorker:
         self._dispatchers: dict[int, ShardDispatcher] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._producer: RenewingProducer | None = None
+        self._producer: RenewingProducer | ProducersByTopic | None = None
         self._ownership: ShardOwnership | None = None
         self._stepped_back_until: float | None = None  # monotonic time to join again
 
@@ -78,15 +79,12 @@ class SchedulerWorker:
         # librdkafka reports a message it could not deliver within the publish timeout as
         # failed, and the dispatcher makes its job due again (should the broker have taken
         # it after all, the executor drops the duplicate).
-        timeout_ms = round(self.dispatch.publish_timeout * 1000)
-        self._producer = RenewingProducer(
-            lambda: BatchProducer(
-                bootstrap=self.kafka_bootstrap,
-                client_id=f"scheduler-{self.worker_id}",
-                config={"message.timeout.ms": timeout_ms},
-            ),
-            close_timeout=self.dispatch.publish_timeout,
-        )
+        # The express topic has a producer of its own (jobsvc.messaging.producers_by_topic).
+        self._producer = self._new_producer("")
+        if self.dispatch.express_topic:
+            self._producer = ProducersByTopic(
+                self._producer, {self.dispatch.express_topic: self._new_producer("-express")}
+            )
         client = connect(
             self.zk_hosts, session_timeout=self.zk_session_timeout, connect_timeout=30.0
         )
@@ -167,6 +165,17 @@ class SchedulerWorker:
             shard_id
             for shard_id, dispatcher in dispatchers.items()
             if dispatcher.failing_for() > self.unhealthy_after
+        )
+
+    def _new_producer(self, suffix: str) -> RenewingProducer:
+        timeout_ms = round(self.dispatch.publish_timeout * 1000)
+        return RenewingProducer(
+            lambda: BatchProducer(
+                bootstrap=self.kafka_bootstrap,
+                client_id=f"scheduler-{self.worker_id}{suffix}",
+                config={"message.timeout.ms": timeout_ms},
+            ),
+            close_timeout=self.dispatch.publish_timeout,
         )
 
     # --- ShardOwnership callbacks (on the recipe's thread) ------------------------------
