@@ -74,15 +74,19 @@ class ExpressRunner:
         inline_handlers: Collection[str],
         shard_is_open: Callable[[int], bool],
         batch_size: int,
+        on_start: Callable[[], object] = lambda: None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``run_inline(shard_id, items)`` claims and runs the items' attempts in one
-        transaction on the calling thread's connection; it may raise DatabaseError."""
+        transaction on the calling thread's connection; it may raise DatabaseError.
+        ``on_start`` runs first on the runner's thread (the worker opens that thread's
+        database connections there, not for its first jobs)."""
         self.consumer = consumer
         self._run_inline = run_inline
         self._inline_handlers = frozenset(inline_handlers)
         self._shard_is_open = shard_is_open
         self._batch_size = batch_size
+        self._on_start = on_start
         self._clock = clock
         self._stopping = threading.Event()
         # Messages and failed attempts for the loop, and {user: (weight, jobs started)}.
@@ -134,6 +138,7 @@ class ExpressRunner:
 
     def _loop(self) -> None:
         try:
+            self._on_start()
             while not self._stopping.is_set():
                 self._store_acknowledged()
                 batch = self.consumer.poll_batch(max_messages=self._batch_size, timeout=_POLL_WAIT)

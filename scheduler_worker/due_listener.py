@@ -13,12 +13,14 @@ It reconnects after ``retry_delay`` seconds.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
 
 import psycopg
-from django.db import connections
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import Error as DatabaseError
 
 from jobsvc.jobs.due_now import CHANNEL, users_notified
 
@@ -59,6 +61,7 @@ class DueListener:
 
     def _run(self) -> None:
         try:
+            self._connect()
             while not self._stopped.is_set():
                 try:
                     self._listen()
@@ -73,6 +76,13 @@ class DueListener:
                     self._stopped.wait(self._retry_delay)
         finally:
             connections.close_all()  # this thread's own, from on_due
+
+    def _connect(self) -> None:
+        """Open the connections ``on_due`` uses on this thread (the shard's; the control
+        database's, for users' weights) now, not for the first notification."""
+        for alias in (self.alias, DEFAULT_DB_ALIAS):
+            with contextlib.suppress(DatabaseError):  # down: opened on first use
+                connections[alias].ensure_connection()
 
     def _listen(self) -> None:
         params = connections[self.alias].get_connection_params()
