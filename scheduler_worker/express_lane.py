@@ -9,13 +9,14 @@ light_user_due_now). Executors start what they hold in weighted fair order, so t
 is one that fair order cannot shorten.
 
 The express topic carries a user's jobs while it has fewer than ``EXPRESS_IN_FLIGHT`` in
-flight on the shard (as the dispatcher counts them: ``ShardInFlight.counts``), and
-executors read it before the jobs topic and between their claims; a due job from it ends
-the executor's turn, and the next takes jobs in fair order before it reads more
-(executor_worker.worker). A user past that many goes the usual way until its jobs finish,
+flight on the shard (as the dispatcher counts them: ``ShardInFlight.counts``), and a
+thread of each executor runs its due inline jobs as they arrive, charged to their users'
+shares (executor_worker.express_runner); the executor's loop takes the rest before the
+jobs topic. Jobs created due now are sent express at once, beside the rounds
+(scheduler_worker.due_listener). A user past that many goes the usual way until its jobs finish,
 so the topic holds at most ``EXPRESS_IN_FLIGHT`` jobs per user and shard: it never queues
 behind a flood, and nobody passes anyone through it (a flood's first few jobs go express,
-the rest do not, and executors start express jobs in the same fair order as the others).
+the rest do not, and executors charge express jobs to their users' shares).
 """
 
 from __future__ import annotations

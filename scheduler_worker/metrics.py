@@ -37,7 +37,7 @@ JOBS_PAST_THE_LIMIT = Counter(
 )
 JOBS_EXPRESS = Counter(
     "jobsvc_jobs_dispatched_express",
-    "Jobs sent to the express topic: the first of each user with nothing in flight",
+    "Jobs sent to the express topic: those of users with fewer than 4 in flight on the shard",
     ["shard"],
 )
 SHARD_OWNED = Gauge("jobsvc_shard_owned", "1 while this worker owns the shard", ["shard"])
