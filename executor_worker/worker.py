@@ -924,8 +924,9 @@ class ExecutorWorker:
 
 
 def _open_shard_connections() -> None:
-    """This thread's connection to every shard, opened now: under a flood, opening one
-    for the express runner's first job on a shard took much of that job's wait."""
+    """This thread's connection to every shard, opened now rather than for the express
+    runner's first job on each shard (a new connection's start-up and authentication would
+    be part of that job's wait, under a flood on a saturated CPU)."""
     for alias in shard_aliases():
         with contextlib.suppress(DatabaseError):  # a shard that is down: on first use
             connections[alias].ensure_connection()

@@ -44,7 +44,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -52,6 +52,7 @@ from django.db import Error as DatabaseError
 from django.db import connections
 
 from jobsvc.messaging.job_message import JobMessage
+from jobsvc.messaging.producer import Producer
 from scheduler_worker import metrics
 from scheduler_worker.acknowledgements import Unacknowledged
 from scheduler_worker.dispatch_metrics import BackloggedGauges, observe_dispatched
@@ -71,26 +72,6 @@ _MAX_CLAIM_PASSES = 3
 _ERROR_BACKOFF_SECONDS = 1.0  # after a database or broker error, before the next round
 _UNACKNOWLEDGED_ROUNDS = 2  # full rounds of messages that may await acknowledgement
 ROUND_RECORD_INTERVAL = 1.0  # seconds; at most one write of the last round's time per shard
-
-
-class Producer(Protocol):
-    """Where dispatched jobs' messages go (jobsvc.messaging.producer.BatchProducer)."""
-
-    def send(
-        self,
-        topic: str,
-        messages: Sequence[tuple[bytes, bytes]],
-        *,
-        on_done: Callable[[list[int]], None],
-        timeout: float,
-        partitions: Sequence[int] | None = None,
-    ) -> object: ...
-
-    def partition_count(self, topic: str) -> int | None: ...
-
-    def publish(
-        self, topic: str, messages: Sequence[tuple[bytes, bytes]], *, timeout: float
-    ) -> list[int]: ...
 
 
 class Weights(Protocol):

@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from confluent_kafka import KafkaException
 from confluent_kafka import Producer as KafkaProducer
@@ -63,6 +64,27 @@ class _Batch:
         self.done.set()
         if self._on_done is not None:
             self._on_done(sorted(self._failed))
+
+
+class Producer(Protocol):
+    """What a worker sends messages through: a BatchProducer, or what wraps some
+    (jobsvc.messaging.renewing_producer, jobsvc.messaging.producers_by_topic)."""
+
+    def send(
+        self,
+        topic: str,
+        messages: Sequence[tuple[bytes, bytes]],
+        *,
+        on_done: Callable[[list[int]], None],
+        timeout: float,
+        partitions: Sequence[int] | None = None,
+    ) -> object: ...
+
+    def partition_count(self, topic: str) -> int | None: ...
+
+    def publish(
+        self, topic: str, messages: Sequence[tuple[bytes, bytes]], *, timeout: float
+    ) -> list[int]: ...
 
 
 class BatchProducer:

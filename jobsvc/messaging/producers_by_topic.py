@@ -12,29 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
+from jobsvc.messaging.producer import Producer
 
-class Producer(Protocol):
-    def send(
-        self,
-        topic: str,
-        messages: Sequence[tuple[bytes, bytes]],
-        *,
-        on_done: Callable[[list[int]], None],
-        timeout: float,
-        partitions: Sequence[int] | None = None,
-    ) -> None: ...
 
-    def partition_count(self, topic: str) -> int | None: ...
-
-    def publish(
-        self, topic: str, messages: Sequence[tuple[bytes, bytes]], *, timeout: float
-    ) -> list[int]: ...
-
+class _Producer(Producer, Protocol):
     def close(self) -> None: ...
 
 
 class ProducersByTopic:
-    def __init__(self, default: Producer, own: Mapping[str, Producer]) -> None:
+    def __init__(self, default: _Producer, own: Mapping[str, _Producer]) -> None:
         """``own``: the producer of each topic that has one; ``default``: the others'."""
         self._default = default
         self._own = dict(own)
@@ -64,5 +50,5 @@ class ProducersByTopic:
         for producer in (*self._own.values(), self._default):
             producer.close()
 
-    def _of(self, topic: str) -> Producer:
+    def _of(self, topic: str) -> _Producer:
         return self._own.get(topic, self._default)

@@ -7,15 +7,13 @@ puts first is claimed first, not behind claims of hundreds of another user's job
 
 from __future__ import annotations
 
-import itertools
-from datetime import UTC, datetime, timedelta
-
 import pytest
 
 from executor_worker.consumer import Received
 from executor_worker.express_runner import Handover
 from executor_worker.worker import ExecutorConfig, ExecutorWorker
 from jobsvc.messaging.job_message import JobMessage
+from tests.unit.job_messages import received_job
 
 BATCH = 2000  # messages per poll
 CLAIM_BATCH = 1000  # messages taken per turn
@@ -48,24 +46,9 @@ class NoHandlers:
         return ["noop"]
 
 
-_ids = itertools.count()
-_offsets = itertools.count()
-
-
 def message(user: int, shard: int) -> Received:
     """A job of ``user`` on ``shard``, due a second ago."""
-    now = datetime.now(UTC)
-    job = JobMessage(
-        job_id=f"{next(_ids):027d}",
-        shard_id=shard,
-        user_id=user,
-        attempt=1,
-        epoch=1,
-        due_at=now - timedelta(seconds=1),
-        dispatched_at=now,
-        handler="noop",
-    )
-    return Received(partition=0, offset=next(_offsets), value=job.encode())
+    return received_job(user, shard=shard)
 
 
 def flood(jobs: int) -> list[Received]:

@@ -8,9 +8,8 @@ it starts is charged to the user's share.
 
 from __future__ import annotations
 
-import itertools
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 from django.db import OperationalError
@@ -19,29 +18,15 @@ from executor_worker.claims import Attempt, Outcome
 from executor_worker.consumer import Received
 from executor_worker.express_runner import ExpressRunner, Ran
 from jobsvc.messaging.job_message import JobMessage
+from tests.unit.job_messages import next_offset, received_job
 
 pytestmark = pytest.mark.unit
 
-_ids = itertools.count()
-_offsets = itertools.count()
 
-
-def express_message(
-    user: int, *, shard: int = 0, handler: str = "noop", due_in: float = -0.1, weight=1.0
-) -> Received:
-    now = datetime.now(UTC)
-    job = JobMessage(
-        job_id=f"{next(_ids):027d}",
-        shard_id=shard,
-        user_id=user,
-        attempt=1,
-        epoch=1,
-        due_at=now + timedelta(seconds=due_in),
-        dispatched_at=now,
-        handler=handler,
-        weight=weight,
+def express_message(user: int, *, shard: int = 0, handler: str = "noop", due_in=-0.1, weight=1.0):
+    return received_job(
+        user, shard=shard, handler=handler, due_in=due_in, weight=weight, topic="express"
     )
-    return Received(partition=0, offset=next(_offsets), value=job.encode(), topic="express")
 
 
 def outcome_of(message: JobMessage, *, succeeded: bool = True) -> Outcome:
@@ -142,7 +127,7 @@ def test_what_the_runner_cannot_start_is_handed_to_the_loop_unacknowledged():
     later = express_message(1, due_in=30.0)  # dispatched ahead: the loop holds it
     webhook = express_message(1, handler="http")  # needs a handler thread
     backing_off = express_message(1, shard=2)  # its shard failed in the loop lately
-    garbage = Received(partition=0, offset=next(_offsets), value=b"{not json", topic="x")
+    garbage = Received(partition=0, offset=next_offset(), value=b"{not json", topic="x")
     runner.run([later, webhook, backing_off, garbage])
     assert shards.claims == []
     assert topic.acknowledged == []
