@@ -18,11 +18,14 @@ _NAMED_UNLOCKED = """(
       JOIN jobs ON jobs.id = m.job_id
        FOR UPDATE OF jobs SKIP LOCKED) AS m"""
 
-# Start the attempts named.
+# Start the attempts named. A due job can be started from ``scheduled`` too: its publishing
+# was reported failed and the scheduler made it due again (RELEASE_UNPUBLISHED clears
+# ``dispatched_at``), but the broker kept the message after all; it was dispatched then,
+# so it gets a ``dispatched_at`` no later than its start.
 _CLAIM = """
     UPDATE jobs
        SET status = 'running', attempts = jobs.attempts + 1, started_at = now(),
-           updated_at = now(),
+           updated_at = now(), dispatched_at = COALESCE(jobs.dispatched_at, now()),
            lease_expires_at = now() + make_interval(secs => jobs.timeout_seconds + %(grace)s)
       FROM {named}
      WHERE jobs.id = m.job_id AND jobs.attempts = m.attempt - 1
@@ -42,7 +45,8 @@ CLAIM_UNLOCKED = _CLAIM.format(named=_NAMED_UNLOCKED)
 _CLAIM_SUCCEEDED = """
     UPDATE jobs
        SET status = 'succeeded', attempts = jobs.attempts + 1, started_at = now(),
-           finished_at = now(), updated_at = now(), lease_expires_at = NULL
+           finished_at = now(), updated_at = now(), lease_expires_at = NULL,
+           dispatched_at = COALESCE(jobs.dispatched_at, now())
       FROM {named}
      WHERE jobs.id = m.job_id AND jobs.attempts = m.attempt - 1
        AND (jobs.status = 'queued' OR (jobs.status = 'scheduled' AND jobs.due_at <= now()))

@@ -42,6 +42,7 @@ The dispatch thread also runs the shard's sweeps between rounds
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
@@ -351,17 +352,24 @@ class ShardDispatcher:
         if not self._running.is_set():
             return 0  # paused (ZooKeeper connection suspended): claim nothing new
         in_flight = self._in_flight.counts(users)  # before this round's claims count
-        if capacity > 0:
-            claimed = self._claim_fairly(capacity, users, weights)
-        else:
-            claimed = self._claim_for_idle_users(broker_room, self._in_flight.idle(in_flight))
-        self._in_flight.claimed(claimed)
+        # Held while the claim runs, so the due listener's claims cannot take it too.
+        reserved = self._in_flight.reserve(capacity) if capacity > 0 else 0
+        try:
+            if reserved > 0:
+                claimed = self._claim_fairly(reserved, users, weights)
+            else:
+                claimed = self._claim_for_idle_users(broker_room, self._in_flight.idle(in_flight))
+            self._in_flight.claimed(claimed)
+        finally:
+            self._in_flight.release(reserved)
         return self._publish(claimed, weights, in_flight=in_flight)
 
     def dispatch_express(self, users: Iterable[int]) -> int:
         """On the due listener's thread: send the due jobs of ``users`` that have fewer
         than ``EXPRESS_IN_FLIGHT`` in flight on the shard to the express topic now, up to
-        that many each; how many were sent.
+        that many each and within the room the shard's in-flight limit leaves, less what
+        a round in progress holds (``ShardInFlight.reserve``): at the limit the rounds
+        give users with none in flight a job each; how many were sent.
 
         Created due now, such a job would otherwise wait for the round in progress and
         then be claimed in the next, among a flood's thousand (jobsvc.jobs.due_now). The
@@ -375,8 +383,13 @@ class ShardDispatcher:
             or not self._express_available()
         ):
             return 0
+        reserved = 0
         try:
-            quotas = express_quotas(self._in_flight.counts(users))
+            in_flight = self._in_flight.counts(users)
+            reserved = self._in_flight.reserve(
+                sum(express_quotas(in_flight, room=math.inf).values())
+            )
+            quotas = express_quotas(in_flight, room=reserved)
             if not quotas:
                 return 0
             claimed = self.store.claim(
@@ -385,13 +398,15 @@ class ShardDispatcher:
                 queued_timeout=self.config.queued_timeout,
                 ahead=self.config.dispatch_ahead,
             )
+            self._in_flight.claimed(claimed)
         except (DatabaseError, ShardFenced) as exc:
             logger.info("shard %s: due jobs left to the rounds: %s", self.store.shard_id, exc)
             connections[self.store.alias].close()  # this thread's; a new one next time
             return 0
+        finally:
+            self._in_flight.release(reserved)
         if not claimed:
             return 0
-        self._in_flight.claimed(claimed)
         weights = self.weights.weights_for({job.user_id for job in claimed})
         self._send(self.config.express_topic, claimed, weights, partitions=None)
         metrics.JOBS_EXPRESS.labels(self._shard_label).inc(len(claimed))

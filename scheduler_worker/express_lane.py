@@ -49,15 +49,19 @@ def express_jobs(
     return chosen
 
 
-def express_quotas(in_flight: Mapping[int, int]) -> dict[int, int]:
+def express_quotas(in_flight: Mapping[int, int], *, room: float) -> dict[int, int]:
     """For a claim of express jobs alone (scheduler_worker.due_listener): how many more of
-    each user's jobs may go express, given its jobs ``in_flight``; users with none to
-    spare are left out."""
-    return {
-        user: EXPRESS_IN_FLIGHT - count
-        for user, count in in_flight.items()
-        if count < EXPRESS_IN_FLIGHT
-    }
+    each user's jobs may go express, given its jobs ``in_flight``, within ``room`` (the
+    shard's in-flight limit leaves), in the order given; users with none to spare are left
+    out. At the limit, none: a round gives users with none in flight a job each
+    (``ShardDispatcher._claim_for_idle_users``)."""
+    quotas: dict[int, int] = {}
+    for user, count in in_flight.items():
+        quota = min(EXPRESS_IN_FLIGHT - count, room)
+        if quota > 0:
+            quotas[user] = int(quota)
+            room -= quota
+    return quotas
 
 
 def _order(job: ClaimedJob) -> tuple:

@@ -105,7 +105,8 @@ class ShardInFlight:
         self._listed: dict[int, set[str]] = {}
         self._recount_at = -math.inf  # clock time of the next count
         self._limit = max_in_flight  # the limit as of the last ``room``
-        self._lock = threading.Lock()  # over _by_user and _listed
+        self._lock = threading.Lock()  # over _by_user, _listed and _reserved
+        self._reserved = 0  # room held by claims running (``reserve``)
 
     def room(self) -> float:
         """Jobs the shard's limit leaves room for (0 or less: none; no limit: infinite)."""
@@ -117,6 +118,27 @@ class ShardInFlight:
         metrics.IN_FLIGHT_LIMIT.labels(self._label).set(limit)
         self._limit = limit
         return limit - self.total()
+
+    def reserve(self, jobs: float) -> float:
+        """Hold up to ``jobs`` of the room left (the limit as of the last ``room``, less the
+        jobs in flight and those held already) for a claim about to run; how many were
+        held (no limit: all). The dispatch round and the due listener
+        (scheduler_worker.due_listener) claim side by side: each holds what it may claim
+        until ``claimed`` counts it and ``release`` lets the hold go, so that the two do
+        not take the same room."""
+        if not self.max_in_flight:
+            return jobs
+        total = self.total()
+        with self._lock:
+            granted = int(max(0, min(jobs, self._limit - total - self._reserved)))
+            self._reserved += granted
+            return granted
+
+    def release(self, jobs: float) -> None:
+        """Let go of a hold from ``reserve`` (after ``claimed`` counted what it took)."""
+        if self.max_in_flight and jobs:
+            with self._lock:
+                self._reserved -= int(jobs)
 
     def total(self) -> int:
         """The shard's jobs in flight: counted at most every ``IN_FLIGHT_RECOUNT_INTERVAL``,

@@ -44,7 +44,14 @@ def test_a_users_first_jobs_are_its_most_urgent_then_its_earliest_due():
 
 def test_a_claim_of_express_jobs_alone_takes_what_each_user_has_to_spare():
     in_flight = {1: 0, 2: EXPRESS_IN_FLIGHT - 1, 3: EXPRESS_IN_FLIGHT, 4: 500}
-    assert express_quotas(in_flight) == {1: EXPRESS_IN_FLIGHT, 2: 1}
+    assert express_quotas(in_flight, room=100) == {1: EXPRESS_IN_FLIGHT, 2: 1}
+    assert express_quotas(in_flight, room=float("inf")) == {1: EXPRESS_IN_FLIGHT, 2: 1}
+
+
+def test_a_claim_of_express_jobs_alone_stays_within_the_shards_in_flight_limit():
+    in_flight = {1: 0, 2: 0, 3: EXPRESS_IN_FLIGHT - 1}
+    assert express_quotas(in_flight, room=EXPRESS_IN_FLIGHT + 1) == {1: EXPRESS_IN_FLIGHT, 2: 1}
+    assert express_quotas(in_flight, room=0) == {}  # at the limit: left to the rounds
 
 
 def test_due_notifications_name_users_and_anything_else_is_ignored():

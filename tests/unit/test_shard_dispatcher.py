@@ -547,14 +547,39 @@ def test_a_notified_light_users_due_jobs_go_express_at_once_and_count_in_flight(
     shard = InMemoryShard()
     shard.add(1, FLOOD)
     producer = TopicsProducer({"jobs": 4, "jobs.express": 2})
-    rounds = express_dispatcher(shard, producer, max_in_flight=100)
-    rounds.dispatch_round()  # the flood fills the shard's limit
+    rounds = express_dispatcher(shard, producer, max_in_flight=300)
+    rounds.dispatch_round()  # the flood has 100 of the shard's 300 in flight
     shard.add(2, EXPRESS_IN_FLIGHT + 3)  # created due now: the API notified
     assert rounds.dispatch_express({2}) == EXPRESS_IN_FLIGHT
     assert producer.users_on("jobs.express")[2] == EXPRESS_IN_FLIGHT
     assert rounds.dispatch_express({2}) == 0  # in flight now: the rest wait their turn
     rounds.dispatch_round()
     assert producer.users_on("jobs.express")[2] == EXPRESS_IN_FLIGHT  # counted, not resent
+
+
+def test_at_a_full_shards_limit_a_notified_user_is_left_to_the_rounds():
+    """The listener never passes the limit; a round gives an idle user one job past it."""
+    shard = InMemoryShard()
+    shard.add(1, FLOOD)
+    producer = TopicsProducer({"jobs": 4, "jobs.express": 2})
+    rounds = express_dispatcher(shard, producer, max_in_flight=100)
+    rounds.dispatch_round()  # the flood fills the shard's limit
+    shard.add(2, 3)
+    assert rounds.dispatch_express({1, 2}) == 0
+    rounds.dispatch_round()
+    assert producer.users_on("jobs.express")[2] == 1
+
+
+def test_the_room_a_round_holds_is_not_taken_by_the_listener_and_comes_back():
+    shard = InMemoryShard()
+    shard.add(2, 10)
+    producer = TopicsProducer({"jobs": 4, "jobs.express": 2})
+    rounds = express_dispatcher(shard, producer, max_in_flight=6)
+    rounds._in_flight.room()  # the limit as the round sees it
+    held = rounds._in_flight.reserve(6)  # a round's claim is running
+    assert rounds.dispatch_express({2}) == 0
+    rounds._in_flight.release(held)
+    assert rounds.dispatch_express({2}) == EXPRESS_IN_FLIGHT
 
 
 def test_a_notified_user_with_many_in_flight_is_left_to_the_rounds():
