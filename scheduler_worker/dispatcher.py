@@ -389,7 +389,7 @@ class ShardDispatcher:
             reserved = self._in_flight.reserve(
                 sum(express_quotas(in_flight, room=math.inf).values())
             )
-            quotas = express_quotas(in_flight, room=reserved)
+            quotas = express_quotas(in_flight, room=reserved)  # at the limit: idle users
             if not quotas:
                 return 0
             claimed = self.store.claim(

@@ -53,8 +53,11 @@ def express_quotas(in_flight: Mapping[int, int], *, room: float) -> dict[int, in
     """For a claim of express jobs alone (scheduler_worker.due_listener): how many more of
     each user's jobs may go express, given its jobs ``in_flight``, within ``room`` (the
     shard's in-flight limit leaves), in the order given; users with none to spare are left
-    out. At the limit, none: a round gives users with none in flight a job each
-    (``ShardDispatcher._claim_for_idle_users``)."""
+    out. At the limit, one job for each user with none in flight, as a round gives them
+    (``ShardDispatcher._claim_for_idle_users``): the limit is passed by at most one job
+    per such user."""
+    if room <= 0:
+        return {user: 1 for user, count in in_flight.items() if count <= 0}
     quotas: dict[int, int] = {}
     for user, count in in_flight.items():
         quota = min(EXPRESS_IN_FLIGHT - count, room)

@@ -296,7 +296,9 @@ def light_job_runs_while_webhooks_are_held(
             return light_client.get_job(job.id).status == "succeeded"
 
         wait_until(light_job_done, timeout=HELD_LIGHT_TIMEOUT, what="the light user's job ran")
-        assert receiver.held() == held, "the flood's webhooks did not stay held"
+        # A user with nothing in flight may get one job past a shard's limit (the flood's
+        # user, notified as it created them): at most one more per shard.
+        assert held <= receiver.held() <= held + len(shard_ids()), "not held as they were"
         assert not receiver.deliveries(), "a flood job finished"
 
         receiver.release()  # nothing is lost: every held and waiting flood job runs

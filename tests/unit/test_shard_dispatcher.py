@@ -557,17 +557,17 @@ def test_a_notified_light_users_due_jobs_go_express_at_once_and_count_in_flight(
     assert producer.users_on("jobs.express")[2] == EXPRESS_IN_FLIGHT  # counted, not resent
 
 
-def test_at_a_full_shards_limit_a_notified_user_is_left_to_the_rounds():
-    """The listener never passes the limit; a round gives an idle user one job past it."""
+def test_at_a_full_shards_limit_a_notified_idle_user_gets_one_job_express():
+    """As a round gives such a user: the limit is passed by one job per idle user."""
     shard = InMemoryShard()
     shard.add(1, FLOOD)
     producer = TopicsProducer({"jobs": 4, "jobs.express": 2})
     rounds = express_dispatcher(shard, producer, max_in_flight=100)
     rounds.dispatch_round()  # the flood fills the shard's limit
     shard.add(2, 3)
-    assert rounds.dispatch_express({1, 2}) == 0
-    rounds.dispatch_round()
+    assert rounds.dispatch_express({1, 2}) == 1
     assert producer.users_on("jobs.express")[2] == 1
+    assert rounds.dispatch_express({2}) == 0  # it has one in flight now
 
 
 def test_the_room_a_round_holds_is_not_taken_by_the_listener_and_comes_back():
@@ -576,9 +576,13 @@ def test_the_room_a_round_holds_is_not_taken_by_the_listener_and_comes_back():
     producer = TopicsProducer({"jobs": 4, "jobs.express": 2})
     rounds = express_dispatcher(shard, producer, max_in_flight=6)
     rounds._in_flight.room()  # the limit as the round sees it
+    rounds._in_flight.claimed([])
     held = rounds._in_flight.reserve(6)  # a round's claim is running
-    assert rounds.dispatch_express({2}) == 0
+    shard.add(3, 1)
+    assert rounds.dispatch_express({2, 3}) == 2  # no room: one each, as for idle users
     rounds._in_flight.release(held)
+    shard.finish(2)
+    shard.finish(3)
     assert rounds.dispatch_express({2}) == EXPRESS_IN_FLIGHT
 
 
