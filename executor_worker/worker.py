@@ -158,6 +158,12 @@ class ExecutorConfig:
     idle_transaction_limit: float = 0.0
     read_ahead: int = 40000  # messages held before their claim, taken in fair order
     claim_batch: int = 1000  # messages taken from the read-ahead per turn, to be claimed
+    # Seconds a turn reads past its first batch once its fair buffers hold what it may
+    # claim. Reading 4 batches took 1.0-1.3 s on a busy 2-core machine (decoding 8,000
+    # messages): both executors read at the same time once a backlog came due and claimed
+    # nothing meanwhile, so whole seconds went by with no job started (a clean-clone make
+    # test saw 2,000 started, then 0, then 4,000, in a 1:2:4 run's first seconds).
+    read_budget: float = 0.1
     # Run the jobs of users this executor ran out of that wait for another executor
     # (executor_worker.work_stealing).
     work_stealing: bool = True
@@ -371,7 +377,10 @@ class ExecutorWorker:
         passed on waits for its claim in a queue per shard, where the order is no longer
         fair. A turn reads up to ``_POLLS_PER_TURN`` batches' worth, several times what
         a claim takes, so the read-ahead fills while the broker has messages:
-        the broker's FIFO queue moves into the executor, where the order is fair.
+        the broker's FIFO queue moves into the executor, where the order is fair. Past
+        its first batch it reads for ``read_budget`` seconds at most once the buffers
+        hold what the turn may claim: on a busy machine 4 batches took over a second,
+        in which nothing was claimed.
 
         A held job that came due ends the reading, but only after a whole batch: reading
         must keep up with what the schedulers publish, or the messages queue in the
@@ -389,6 +398,7 @@ class ExecutorWorker:
         self._skipped_reading = self._read_express() and not self._skipped_reading
         to_read = 0 if self._skipped_reading else _POLLS_PER_TURN * self.config.batch_size
         read = 0
+        reading_since = time.monotonic()
         while to_read > 0:
             room_to_read = self.config.read_ahead - self._read_ahead()
             self.consumer.pause_all(room_to_read <= 0)  # paused, a poll only waits
@@ -405,6 +415,12 @@ class ExecutorWorker:
             express_due = self._read_express()  # between every two polls: it is cheap
             if read >= self.config.batch_size and (express_due or self._held_job_due()):
                 break  # it goes first: reading more would keep it waiting (but see above)
+            if (
+                read >= self.config.batch_size
+                and time.monotonic() - reading_since >= self.config.read_budget
+                and self._held_to_claim() >= self._claim_room()
+            ):
+                break  # enough to claim: the next turn reads on (``read_budget``)
         self._release_due()
         room = self._claim_room()
         taken: list[_Item] = []
@@ -545,6 +561,10 @@ class ExecutorWorker:
         for message, received in due:
             self._wait(message, received)
         return len(due)
+
+    def _held_to_claim(self) -> int:
+        """Due jobs held in the fair buffers, not yet taken to be claimed."""
+        return len(self._waiting) + len(self._waiting_for_thread)
 
     def _claim_room(self) -> int:
         """Jobs this turn may pass on to be claimed (0 or less: none)."""

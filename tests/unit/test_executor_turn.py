@@ -7,6 +7,8 @@ puts first is claimed first, not behind claims of hundreds of another user's job
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from executor_worker.consumer import Received
@@ -71,6 +73,7 @@ def executor():
         publish_timeout=1.0,
         read_ahead=40000,
         claim_batch=CLAIM_BATCH,
+        read_budget=60.0,  # reading here never runs out of time, however slow the machine
     )
     worker = ExecutorWorker(
         worker_id="test",
@@ -168,3 +171,27 @@ def test_what_the_express_runner_hands_over_is_held_and_a_due_job_cuts_the_turn(
     executor._express_runner = ExpressHandover(Handover(messages=[due]))
     assert executor._read_express()  # a due job came: the next turn takes it before reading
     assert executor._waiting.items_of(LIGHT_USER) == [(JobMessage.decode(due.value), due)]
+
+
+def test_a_turn_stops_reading_after_its_budget_once_it_holds_a_claims_worth(
+    executor,
+):
+    # Reading 4 whole batches took over a second on a busy machine, with nothing claimed
+    # meanwhile: once a claim's worth is held, the reading past the first batch ends when
+    # the budget is spent (here at once), and the turn claims.
+    executor.config = dataclasses.replace(executor.config, read_budget=0.0)
+    executor.consumer.hand_over = BATCH
+    executor.consumer.messages = flood(4 * BATCH)
+    executor._receive()
+    assert 4 * BATCH - len(executor.consumer.messages) == BATCH
+
+
+def test_a_turn_reads_on_past_its_budget_while_it_holds_less_than_a_claim(executor):
+    # Jobs published ahead of their time are held apart until due, not in the fair
+    # buffers: with none to claim, the turn reads on (here all 4 batches) whatever the
+    # budget, so that they are read before they are due.
+    executor.config = dataclasses.replace(executor.config, read_budget=0.0)
+    executor.consumer.hand_over = BATCH
+    executor.consumer.messages = [received_job(FLOOD_USER, due_in=60.0) for _ in range(4 * BATCH)]
+    executor._receive()
+    assert executor.consumer.messages == []
