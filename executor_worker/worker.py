@@ -76,6 +76,7 @@ from jobsvc.messaging.dead_letter import DeadLetter, dead_letters_publish
 from jobsvc.messaging.job_message import JobMessage, MalformedJobMessage
 from jobsvc.messaging.renewing_producer import RenewingProducer
 from jobsvc.messaging.topic_names import express_group_of
+from jobsvc.postgresql.warm_up import open_connections
 from jobsvc.sharding.shards import (
     UnknownShard,
     shard_alias,
@@ -286,7 +287,8 @@ class ExecutorWorker:
                 inline_handlers=self._inline_handlers,
                 shard_is_open=self._shards.is_open,
                 batch_size=self.config.batch_size,
-                on_start=_open_shard_connections,
+                # This thread's connections, opened now rather than for its first job.
+                on_start=lambda: open_connections(shard_aliases()),
             )
             self._express_runner.start()
         pool = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="handler")
@@ -941,15 +943,6 @@ class ExecutorWorker:
             )
             self._stores[shard_id] = store
         return store
-
-
-def _open_shard_connections() -> None:
-    """This thread's connection to every shard, opened now rather than for the express
-    runner's first job on each shard (a new connection's start-up and authentication would
-    be part of that job's wait, under a flood on a saturated CPU)."""
-    for alias in shard_aliases():
-        with contextlib.suppress(DatabaseError):  # a shard that is down: on first use
-            connections[alias].ensure_connection()
 
 
 def _observe_start_delay(attempts: Iterable[Attempt]) -> None:

@@ -13,16 +13,15 @@ It reconnects after ``retry_delay`` seconds.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from collections.abc import Callable
 
 import psycopg
 from django.db import DEFAULT_DB_ALIAS, connections
-from django.db import Error as DatabaseError
 
 from jobsvc.jobs.due_now import CHANNEL, users_notified
+from jobsvc.postgresql.warm_up import open_connections
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +60,9 @@ class DueListener:
 
     def _run(self) -> None:
         try:
-            self._connect()
+            # The connections on_due uses on this thread (the shard's; the control
+            # database's, for users' weights), opened now, not for the first notification.
+            open_connections((self.alias, DEFAULT_DB_ALIAS))
             while not self._stopped.is_set():
                 try:
                     self._listen()
@@ -76,13 +77,6 @@ class DueListener:
                     self._stopped.wait(self._retry_delay)
         finally:
             connections.close_all()  # this thread's own, from on_due
-
-    def _connect(self) -> None:
-        """Open the connections ``on_due`` uses on this thread (the shard's; the control
-        database's, for users' weights) now, not for the first notification."""
-        for alias in (self.alias, DEFAULT_DB_ALIAS):
-            with contextlib.suppress(DatabaseError):  # down: opened on first use
-                connections[alias].ensure_connection()
 
     def _listen(self) -> None:
         params = connections[self.alias].get_connection_params()
