@@ -209,6 +209,10 @@ KAFKA_HANDLER_MAX_TIMEOUT = env_float("JOBSVC_KAFKA_HANDLER_MAX_TIMEOUT_SECONDS"
 # allocations instead of 700, so full collections (tens of milliseconds each, during a
 # flood) become rare. 0: Python's own settings.
 GC_YOUNG_THRESHOLD = env_int("JOBSVC_GC_YOUNG_THRESHOLD", 50_000, minimum=0)
+# Seconds a worker's thread waits for the GIL before the holder must drop it
+# (jobsvc.thread_switching): the express runner and the due listeners wake from I/O beside
+# a main thread that decodes thousands of messages. 0: Python's own (0.005).
+THREAD_SWITCH_INTERVAL = env_float("JOBSVC_THREAD_SWITCH_INTERVAL_SECONDS", 0.001, minimum=0.0)
 
 
 # --- Scheduler workers ---------------------------------------------------------------

@@ -24,6 +24,7 @@ from jobsvc.handlers.setup import registry_from_settings
 from jobsvc.logs import WORKER_ID_ENV
 from jobsvc.messaging.producer import BatchProducer
 from jobsvc.messaging.renewing_producer import RenewingProducer
+from jobsvc.thread_switching import set_switch_interval
 from jobsvc.worker_endpoint import serve_worker_endpoint
 
 
@@ -44,6 +45,7 @@ class Command(BaseCommand):
         worker_id = options["worker_id"]
         os.environ[WORKER_ID_ENV] = worker_id  # stamped on every log record
         tune_garbage_collector(settings.GC_YOUNG_THRESHOLD)
+        set_switch_interval(settings.THREAD_SWITCH_INTERVAL)
         publish_timeout_ms = round(settings.EXECUTOR_PUBLISH_TIMEOUT * 1000)
         producer = RenewingProducer(
             lambda: BatchProducer(

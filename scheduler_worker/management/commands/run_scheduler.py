@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand
 from jobsvc.gc_tuning import tune_garbage_collector
 from jobsvc.logs import WORKER_ID_ENV
 from jobsvc.sharding.shards import shard_ids
+from jobsvc.thread_switching import set_switch_interval
 from jobsvc.worker_endpoint import serve_worker_endpoint
 from scheduler_worker.dispatcher import DispatchConfig
 from scheduler_worker.worker import SchedulerWorker
@@ -37,6 +38,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         os.environ[WORKER_ID_ENV] = options["worker_id"]  # stamped on every log record
         tune_garbage_collector(settings.GC_YOUNG_THRESHOLD)
+        set_switch_interval(settings.THREAD_SWITCH_INTERVAL)
         worker = SchedulerWorker(
             worker_id=options["worker_id"],
             shard_ids=list(shard_ids()),
