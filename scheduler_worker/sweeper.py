@@ -12,7 +12,7 @@ The shard's dispatcher runs a sweep on its own thread before a round, every
    next sweep tries again;
 4. commits or rolls back the prepared transactions that spread bulk requests left on the
    shard (``jobsvc.jobs.spread.resolve_prepared``: their API process or connection died
-   between the two phases);
+   between the two phases), once ``SWEEP_GRACE`` old;
 5. deletes up to ``PURGED_PER_SWEEP`` expired Idempotency-Keys (``IDEMPOTENCY_KEY_TTL``),
    as many spread bulk requests' decisions past ``DECISION_RETENTION``, and as many
    finished jobs past ``JOB_RETENTION`` (when set).
@@ -81,7 +81,9 @@ class ShardSweeper:
             dead_letter=self._dead_letter,
             dead_letter_timeout=self.publish_timeout,
         )
-        resolved = spread.resolve_prepared(self.store.alias, self.store.shard_id)
+        resolved = spread.resolve_prepared(
+            self.store.alias, self.store.shard_id, grace=spread.SWEEP_GRACE
+        )
         now = timezone.now()
         purged_keys = self.store.purge_expired_idempotency_keys(
             expired_at=now - settings.IDEMPOTENCY_KEY_TTL, limit=PURGED_PER_SWEEP

@@ -96,9 +96,23 @@ def test_a_young_undecided_transaction_is_left_to_its_request():
     store.record_bulk_decision(shard_alias(COORDINATOR), batch=batch, committed=True)
 
 
-def test_the_sweep_commits_what_the_coordinator_committed_at_once():
+def test_a_young_decided_transaction_is_left_to_its_request():
+    # Its request commits it a few milliseconds after the commit point: a sweep between
+    # the two would race it (and log a transaction left behind that was not).
+    batch = cut_short(coordinator_committed=True)
+
+    for shard_id in OTHERS:
+        sweep(shard_id)
+    assert [jobs_on(shard_id) for shard_id in OTHERS] == [0, 0]
+    for shard_id in OTHERS:  # the request's own second phase still finds them
+        assert spread._finish(shard_alias(shard_id), spread._gid(batch, shard_id), commit=True)
+    assert [jobs_on(shard_id) for shard_id in OTHERS] == [5, 5]
+
+
+def test_the_sweep_commits_what_the_coordinator_committed_once_past_the_grace(monkeypatch):
     # the request lost the other shards after its commit point: their shares are not
-    # left invisible until RESOLVE_AFTER
+    # left invisible until RESOLVE_AFTER, only SWEEP_GRACE
+    monkeypatch.setattr(spread, "SWEEP_GRACE", timedelta(0))
     cut_short(coordinator_committed=True)
 
     for shard_id in OTHERS:
@@ -110,6 +124,7 @@ def test_the_sweep_commits_what_the_coordinator_committed_at_once():
 
 def test_an_old_undecided_transaction_is_rolled_back(monkeypatch):
     monkeypatch.setattr(spread, "RESOLVE_AFTER", timedelta(0))
+    monkeypatch.setattr(spread, "SWEEP_GRACE", timedelta(0))
     batch = cut_short(coordinator_committed=False)
 
     for shard_id in OTHERS:
