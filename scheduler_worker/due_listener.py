@@ -3,7 +3,7 @@
 The API notifies the shard's database when it has committed jobs due within the
 dispatch-ahead window (jobsvc.jobs.due_now); this thread holds a connection of its own
 that LISTENs on that channel and passes the users notified to ``on_due`` (the shard's
-dispatcher: ``ShardDispatcher.dispatch_express``), which sends the jobs of those with few
+dispatcher: ``ShardRounds.dispatch_express``), which sends the jobs of those with few
 in flight to the express topic at once, beside the dispatcher's rounds.
 
 Notifications are hints: while this thread is not connected (a database restart, a

@@ -54,7 +54,7 @@ def express_quotas(in_flight: Mapping[int, int], *, room: float) -> dict[int, in
     each user's jobs may go express, given its jobs ``in_flight``, within ``room`` (the
     shard's in-flight limit leaves), in the order given; users with none to spare are left
     out. At the limit, one job for each user with none in flight, as a round gives them
-    (``ShardDispatcher._claim_for_idle_users``): the limit is passed by at most one job
+    (``ShardRounds._claim_for_idle_users``): the limit is passed by at most one job
     per such user."""
     if room <= 0:
         return {user: 1 for user, count in in_flight.items() if count <= 0}

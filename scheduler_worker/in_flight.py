@@ -172,7 +172,7 @@ class ShardInFlight:
         go first: otherwise the jobs of users who start slowly, because others outweigh them
         on other shards, would fill the limit, and a heavier user whose jobs sit on few
         shards would run dry in the executors while still backlogged. Capacity those users
-        cannot use still goes to the others (``ShardDispatcher._claim_fairly``): this
+        cannot use still goes to the others (``ShardRounds._claim_fairly``): this
         orders, it does not throttle. (No limit: no per-user one either.)
         """
         users = list(users)

@@ -22,7 +22,8 @@ from jobsvc.messaging.producers_by_topic import ProducersByTopic
 from jobsvc.messaging.renewing_producer import RenewingProducer
 from jobsvc.sharding.shards import shard_alias
 from scheduler_worker import metrics
-from scheduler_worker.dispatcher import DispatchConfig, ShardDispatcher
+from scheduler_worker.dispatch_config import DispatchConfig
+from scheduler_worker.dispatcher import ShardDispatcher
 from scheduler_worker.shard_store import ShardStore
 
 logger = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from jobsvc.logs import WORKER_ID_ENV
 from jobsvc.sharding.shards import shard_ids
 from jobsvc.thread_switching import set_switch_interval
 from jobsvc.worker_endpoint import serve_worker_endpoint
-from scheduler_worker.dispatcher import DispatchConfig
+from scheduler_worker.dispatch_config import DispatchConfig
 from scheduler_worker.worker import SchedulerWorker
 
 logger = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
-"""ShardDispatcher's rounds with an in-memory shard, producer and weights: no servers.
+"""A shard's dispatch rounds (ShardRounds) with an in-memory shard, producer and weights.
 
-These drive the dispatcher as the worker does (one ``dispatch_round`` after another), so
-they test the fair-share allocator as the dispatcher calls it, which the allocator's own
+These drive the rounds as the dispatch thread does (one ``dispatch_round`` after another),
+so they test the fair-share allocator as a round calls it, which the allocator's own
 tests cannot: a round that claims in several passes, users who run dry, the gauges.
 """
 
@@ -16,9 +16,10 @@ import pytest
 from django.utils import timezone
 from prometheus_client import REGISTRY
 
-from scheduler_worker.dispatcher import DispatchConfig, ShardDispatcher
+from scheduler_worker.dispatch_config import DispatchConfig
 from scheduler_worker.express_lane import EXPRESS_IN_FLIGHT
 from scheduler_worker.in_flight import IN_FLIGHT_RECOUNT_INTERVAL
+from scheduler_worker.shard_rounds import ShardRounds
 from scheduler_worker.shard_store import ClaimedJob
 
 SHARD = 7
@@ -121,7 +122,7 @@ class PartitionedProducer(AcknowledgingProducer):
         return self.partitions
 
 
-def dispatcher(
+def shard_rounds(
     shard: InMemoryShard,
     weights: dict[int, float],
     *,
@@ -131,11 +132,10 @@ def dispatcher(
     clock=None,
     express_topic: str = "",
 ):
-    """A dispatcher of ``shard``; its clock moves a second each time it is read, unless
+    """The rounds of ``shard``; its clock moves a second each time it is read, unless
     ``clock`` is given: every round counts the shard's jobs in flight."""
-    result = ShardDispatcher(
+    result = ShardRounds(
         store=shard,
-        owner="test",
         producer=producer or AcknowledgingProducer(),
         config=DispatchConfig(
             topic="jobs",
@@ -148,8 +148,6 @@ def dispatcher(
             publish_timeout=1.0,
             express_topic=express_topic,
         ),
-        weight_refresh_seconds=2.0,
-        on_fenced=lambda _dispatcher: None,
         clock=clock or itertools.count(step=1.0).__next__,
         weights=FixedWeights(weights),
     )
@@ -169,7 +167,7 @@ def test_users_backlogged_beside_a_demand_limited_heavy_user_all_get_their_share
     for user in light:
         shard.add(user, FLOOD)
     heavy = 7
-    rounds = dispatcher(shard, {heavy: 6.0}, batch_size=4)
+    rounds = shard_rounds(shard, {heavy: 6.0}, batch_size=4)
 
     for _ in range(600):
         shard.add(heavy, 1)
@@ -188,7 +186,7 @@ def test_weights_1_2_4_hold_over_rounds_whatever_the_capacity(batch_size):
     weights = {1: 1.0, 2: 2.0, 3: 4.0}
     for user in weights:
         shard.add(user, FLOOD)
-    rounds = dispatcher(shard, weights, batch_size=batch_size)
+    rounds = shard_rounds(shard, weights, batch_size=batch_size)
 
     for _ in range(700):
         rounds.dispatch_round()
@@ -203,7 +201,7 @@ def test_a_user_that_runs_dry_leaves_its_slots_to_the_others_in_the_same_round()
     shard = InMemoryShard()
     shard.add(1, 1)
     shard.add(2, FLOOD)
-    rounds = dispatcher(shard, {}, batch_size=10)
+    rounds = shard_rounds(shard, {}, batch_size=10)
 
     assert rounds.dispatch_round() == 10
     assert shard.claimed == {1: 1, 2: 9}
@@ -217,7 +215,7 @@ def test_a_user_whose_jobs_start_slowly_cannot_fill_the_shards_in_flight_limit()
     slow, fast = 1, 2
     shard.add(slow, FLOOD)
     shard.add(fast, FLOOD)
-    rounds = dispatcher(shard, {fast: 4.0}, batch_size=50, max_in_flight=100)
+    rounds = shard_rounds(shard, {fast: 4.0}, batch_size=50, max_in_flight=100)
 
     dispatched_to_fast = []
     for _ in range(200):
@@ -233,7 +231,7 @@ def test_a_user_whose_jobs_start_slowly_cannot_fill_the_shards_in_flight_limit()
 def test_a_user_with_nothing_in_flight_gets_a_job_past_a_full_shards_limit_at_once():
     shard = InMemoryShard()
     shard.add(1, FLOOD)
-    rounds = dispatcher(shard, {}, batch_size=100, max_in_flight=100)
+    rounds = shard_rounds(shard, {}, batch_size=100, max_in_flight=100)
     rounds.dispatch_round()
     assert shard.in_flight(1) == 100
 
@@ -257,7 +255,7 @@ def test_between_counts_of_the_jobs_in_flight_the_jobs_claimed_count_against_the
     now = [0.0]
     shard = InMemoryShard()
     shard.add(1, FLOOD)
-    rounds = dispatcher(shard, {}, batch_size=60, max_in_flight=100, clock=lambda: now[0])
+    rounds = shard_rounds(shard, {}, batch_size=60, max_in_flight=100, clock=lambda: now[0])
 
     for _ in range(5):
         rounds.dispatch_round()
@@ -282,7 +280,7 @@ def test_the_share_of_the_limit_orders_users_it_does_not_throttle_a_flood():
     shard.add(flood, FLOOD)
     for user in range(1, 1001):
         shard.add(user, 1)
-    rounds = dispatcher(shard, {}, batch_size=2000, max_in_flight=5000)
+    rounds = shard_rounds(shard, {}, batch_size=2000, max_in_flight=5000)
 
     assert rounds.dispatch_round() == 2000
     assert all(shard.claimed[user] == 1 for user in range(1, 1001))
@@ -299,7 +297,7 @@ def test_the_backlog_gauges_are_per_shard_and_a_class_no_longer_backlogged_drops
     shard = InMemoryShard()
     shard.add(1, 5)
     shard.add(2, 100)
-    rounds = dispatcher(shard, {1: 1.0, 2: 3.0}, batch_size=4)
+    rounds = shard_rounds(shard, {1: 1.0, 2: 3.0}, batch_size=4)
 
     rounds.dispatch_round()
     assert gauge("jobsvc_backlogged_users", SHARD, "1") == 1
@@ -337,7 +335,7 @@ def test_a_round_goes_to_as_few_partitions_as_its_size_needs(batch_size, expecte
     shard = InMemoryShard()
     shard.add(1, FLOOD)
     producer = PartitionedProducer(partitions=12)
-    rounds = dispatcher(shard, {}, batch_size=batch_size, producer=producer)
+    rounds = shard_rounds(shard, {}, batch_size=batch_size, producer=producer)
 
     rounds.dispatch_round()
 
@@ -351,7 +349,7 @@ def test_rounds_spread_over_every_partition():
     shard = InMemoryShard()
     shard.add(1, FLOOD)
     producer = PartitionedProducer(partitions=4)
-    rounds = dispatcher(shard, {}, batch_size=10, producer=producer)
+    rounds = shard_rounds(shard, {}, batch_size=10, producer=producer)
 
     for _ in range(400):
         rounds.dispatch_round()
@@ -365,7 +363,7 @@ def test_a_round_spreads_over_at_most_every_partition_once():
     shard = InMemoryShard()
     shard.add(1, FLOOD)
     producer = PartitionedProducer(partitions=3)
-    rounds = dispatcher(shard, {}, batch_size=1000, producer=producer)
+    rounds = shard_rounds(shard, {}, batch_size=1000, producer=producer)
 
     rounds.dispatch_round()
 
@@ -391,7 +389,7 @@ def test_every_partition_gets_its_share_of_every_users_jobs(due, weights):
     for user, jobs in due.items():
         shard.add(user, jobs)
     producer = PartitionedProducer(partitions=12)
-    rounds = dispatcher(shard, weights, batch_size=1000, producer=producer)
+    rounds = shard_rounds(shard, weights, batch_size=1000, producer=producer)
 
     rounds.dispatch_round()
 
@@ -409,7 +407,7 @@ def test_each_partitions_messages_keep_the_fair_order():
     shard.add(1, FLOOD)
     shard.add(2, FLOOD)
     producer = PartitionedProducer(partitions=12)
-    rounds = dispatcher(shard, {1: 1.0, 2: 3.0}, batch_size=1000, producer=producer)
+    rounds = shard_rounds(shard, {1: 1.0, 2: 3.0}, batch_size=1000, producer=producer)
 
     rounds.dispatch_round()
 
@@ -426,7 +424,7 @@ def test_while_the_partitions_are_not_known_each_message_goes_to_its_keys_partit
     shard = InMemoryShard()
     shard.add(1, 25)
     producer = PartitionedProducer(partitions=None)  # no broker, or no such topic yet
-    rounds = dispatcher(shard, {}, batch_size=10, producer=producer)
+    rounds = shard_rounds(shard, {}, batch_size=10, producer=producer)
 
     for _ in range(3):
         rounds.dispatch_round()
@@ -454,9 +452,9 @@ class TopicsProducer(AcknowledgingProducer):
         return Counter(user for sent_to, user in self.sent if sent_to == topic)
 
 
-def express_dispatcher(shard: InMemoryShard, producer: TopicsProducer, *, max_in_flight: int):
+def express_rounds(shard: InMemoryShard, producer: TopicsProducer, *, max_in_flight: int):
     """Rounds of 100 jobs, with the express topic "jobs.express"."""
-    return dispatcher(
+    return shard_rounds(
         shard,
         {},
         batch_size=100,
@@ -470,7 +468,7 @@ def test_the_jobs_of_a_user_with_few_in_flight_go_to_the_express_topic():
     shard = InMemoryShard()
     shard.add(1, FLOOD)
     producer = TopicsProducer({"jobs": 4, "jobs.express": 2})
-    rounds = express_dispatcher(shard, producer, max_in_flight=300)
+    rounds = express_rounds(shard, producer, max_in_flight=300)
     rounds.dispatch_round()
     # the flood's first few: none in flight yet
     assert producer.users_on("jobs.express") == {1: EXPRESS_IN_FLIGHT}
@@ -493,7 +491,7 @@ def test_a_light_user_past_a_full_shards_limit_goes_to_the_express_topic():
     shard = InMemoryShard()
     shard.add(1, FLOOD)
     producer = TopicsProducer({"jobs": 4, "jobs.express": 2})
-    rounds = express_dispatcher(shard, producer, max_in_flight=100)
+    rounds = express_rounds(shard, producer, max_in_flight=100)
     rounds.dispatch_round()  # the shard is full
     shard.add(2, 1)
     rounds.dispatch_round()
@@ -511,7 +509,7 @@ def test_without_an_express_topic_every_job_goes_to_the_jobs_topic(express_topic
     shard.add(1, 10)
     shard.add(2, 1)
     producer = TopicsProducer(topics)
-    rounds = dispatcher(
+    rounds = shard_rounds(
         shard, {}, batch_size=100, max_in_flight=100, producer=producer, express_topic=express_topic
     )
     assert rounds.dispatch_round() == 11
@@ -524,7 +522,7 @@ def test_a_light_users_job_that_finished_between_counts_does_not_hold_up_its_nex
     now = [0.0]
     shard = InMemoryShard()
     shard.add(1, FLOOD)
-    rounds = dispatcher(shard, {}, batch_size=100, max_in_flight=100, clock=lambda: now[0])
+    rounds = shard_rounds(shard, {}, batch_size=100, max_in_flight=100, clock=lambda: now[0])
     rounds.dispatch_round()  # counted, and full
     shard.add(2, 1)
     rounds.dispatch_round()
@@ -547,7 +545,7 @@ def test_a_notified_light_users_due_jobs_go_express_at_once_and_count_in_flight(
     shard = InMemoryShard()
     shard.add(1, FLOOD)
     producer = TopicsProducer({"jobs": 4, "jobs.express": 2})
-    rounds = express_dispatcher(shard, producer, max_in_flight=300)
+    rounds = express_rounds(shard, producer, max_in_flight=300)
     rounds.dispatch_round()  # the flood has 100 of the shard's 300 in flight
     shard.add(2, EXPRESS_IN_FLIGHT + 3)  # created due now: the API notified
     assert rounds.dispatch_express({2}) == EXPRESS_IN_FLIGHT
@@ -562,7 +560,7 @@ def test_at_a_full_shards_limit_a_notified_idle_user_gets_one_job_express():
     shard = InMemoryShard()
     shard.add(1, FLOOD)
     producer = TopicsProducer({"jobs": 4, "jobs.express": 2})
-    rounds = express_dispatcher(shard, producer, max_in_flight=100)
+    rounds = express_rounds(shard, producer, max_in_flight=100)
     rounds.dispatch_round()  # the flood fills the shard's limit
     shard.add(2, 3)
     assert rounds.dispatch_express({1, 2}) == 1
@@ -574,7 +572,7 @@ def test_the_room_a_round_holds_is_not_taken_by_the_listener_and_comes_back():
     shard = InMemoryShard()
     shard.add(2, 10)
     producer = TopicsProducer({"jobs": 4, "jobs.express": 2})
-    rounds = express_dispatcher(shard, producer, max_in_flight=6)
+    rounds = express_rounds(shard, producer, max_in_flight=6)
     rounds._in_flight.room()  # the limit as the round sees it
     rounds._in_flight.claimed([])
     held = rounds._in_flight.reserve(6)  # a round's claim is running
@@ -590,19 +588,19 @@ def test_a_notified_user_with_many_in_flight_is_left_to_the_rounds():
     shard = InMemoryShard()
     shard.add(1, FLOOD)
     producer = TopicsProducer({"jobs": 4, "jobs.express": 2})
-    rounds = express_dispatcher(shard, producer, max_in_flight=300)
+    rounds = express_rounds(shard, producer, max_in_flight=300)
     rounds.dispatch_round()
     sent = len(producer.sent)
     assert rounds.dispatch_express({1}) == 0
     assert len(producer.sent) == sent
 
 
-@pytest.mark.parametrize("state", ["no express topic", "paused", "no epoch yet"])
+@pytest.mark.parametrize("state", ["no express topic", "paused", "stopped", "no epoch yet"])
 def test_no_jobs_go_express_from_a_notification_when_they_must_not(state):
     shard = InMemoryShard()
     shard.add(2, 3)
     producer = TopicsProducer({"jobs": 4, "jobs.express": 2})
-    rounds = dispatcher(
+    rounds = shard_rounds(
         shard,
         {},
         batch_size=100,
@@ -612,6 +610,8 @@ def test_no_jobs_go_express_from_a_notification_when_they_must_not(state):
     )
     if state == "paused":
         rounds.pause()  # its ZooKeeper session is suspended: it may have lost the shard
+    if state == "stopped":
+        rounds.stop()  # the shard is going: nothing new leaves it
     if state == "no epoch yet":
         rounds.epoch = None
     assert rounds.dispatch_express({2}) == 0
