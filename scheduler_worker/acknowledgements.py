@@ -1,7 +1,7 @@
 """A dispatcher's messages the broker has yet to acknowledge, and the jobs it failed.
 
 The dispatcher sends a round's messages without waiting for the broker (see
-``scheduler_worker.shard_rounds``): the broker's delivery reports arrive later, on the
+``scheduler_worker.shard_publisher``): the broker's delivery reports arrive later, on the
 producer's thread. ``Unacknowledged`` counts the messages still awaiting a report, so the
 dispatch thread can cap them and wait for room, and keeps the jobs of failed messages
 until the dispatch thread takes them to make them due again.

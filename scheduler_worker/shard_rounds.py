@@ -10,16 +10,12 @@ One round (``dispatch_round``):
    their weighted share of the in-flight cap go first (``scheduler_worker.in_flight``);
 4. claim: mark up to that many of each user's oldest due jobs queued, fenced by our epoch;
    capacity a user could not use goes to the others in a second pass;
-5. send the claimed jobs to the broker, users interleaved by weight and dealt over a few
-   partitions (``scheduler_worker.partition_deal``), without waiting for
-   its acknowledgements: the next round starts at once (waiting would add the broker's
-   round trip, tens of milliseconds, to every job's dispatch). The jobs of messages the
-   broker failed are made due again at the start of the next round. At most
-   ``_UNACKNOWLEDGED_ROUNDS`` rounds' worth of messages wait for acknowledgement at once.
-   The jobs of a user with fewer than a few in flight on the shard go to the express
-   topic instead (``express_lane``), which executors read ahead of the jobs topic: a job
-   created due now by a user without a backlog does not queue behind another user's
-   flood in the jobs topic's partitions.
+5. publish the claimed jobs without waiting for the broker (``scheduler_worker.shard_publisher``):
+   users interleaved by weight, and those with few in flight on the shard to the express
+   topic, which executors read ahead of the jobs topic: a job created due now by a user
+   without a backlog does not queue behind another user's flood. A round first releases
+   the jobs whose messages the broker failed, and claims no more than the broker has room
+   for.
 
 Between rounds the due listener may send a user's jobs created due now express at once
 (``dispatch_express``), within the same in-flight limit.
@@ -31,8 +27,7 @@ read is then made while the job waits anyway: under a flood each of those stages
 for CPU, and together they took hundreds of milliseconds after the job was due.
 
 Who runs the rounds, holds the lease and sweeps is ``scheduler_worker.dispatcher``. The
-messages awaiting acknowledgement are counted in ``scheduler_worker.acknowledgements``;
-the fairness gauges and counters are set by ``scheduler_worker.dispatch_metrics``.
+fairness gauges and counters are set by ``scheduler_worker.dispatch_metrics``.
 """
 
 from __future__ import annotations
@@ -40,30 +35,27 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from django.db import Error as DatabaseError
 from django.db import connections
 
-from jobsvc.messaging.job_message import JobMessage
 from jobsvc.messaging.producer import Producer
 from scheduler_worker import metrics
-from scheduler_worker.acknowledgements import Unacknowledged
 from scheduler_worker.dispatch_config import DispatchConfig
-from scheduler_worker.dispatch_metrics import BackloggedGauges, observe_dispatched
+from scheduler_worker.dispatch_metrics import BackloggedGauges
 from scheduler_worker.errors import ShardFenced
-from scheduler_worker.express_lane import express_jobs, express_quotas
-from scheduler_worker.fair_share import FairShareAllocator, weight_of
+from scheduler_worker.express_lane import express_quotas
+from scheduler_worker.fair_share import FairShareAllocator
 from scheduler_worker.in_flight import InFlightLimit, ShardInFlight
-from scheduler_worker.partition_deal import in_send_order, pick_partitions
+from scheduler_worker.shard_publisher import ShardPublisher
 from scheduler_worker.shard_store import ClaimedJob, ShardStore
 
 logger = logging.getLogger(__name__)
 
 _MAX_CLAIM_PASSES = 3
-_UNACKNOWLEDGED_ROUNDS = 2  # full rounds of messages that may await acknowledgement
 
 
 class Weights(Protocol):
@@ -91,7 +83,6 @@ class ShardRounds:
         clock: Callable[[], float],
     ) -> None:
         self.store = store
-        self.producer = producer
         self.config = config
         self.weights = weights
         self.epoch: int | None = None
@@ -100,7 +91,7 @@ class ShardRounds:
         self._claiming.set()
         self._stopped = False
         self._shard_label = str(store.shard_id)
-        self._unacknowledged = Unacknowledged()
+        self.publisher = ShardPublisher(store=store, producer=producer, config=config)
         self._backlogged = BackloggedGauges(shard_id=store.shard_id)
         self._in_flight = ShardInFlight(
             store=store,
@@ -141,16 +132,7 @@ class ShardRounds:
 
     def settle(self, timeout: float) -> None:
         """Before the shard goes: wait for the broker's reports, release what failed."""
-        if not self._unacknowledged.wait_below(1, timeout):
-            logger.warning(
-                "shard %s: %d messages still unacknowledged; the sweeper will recover them",
-                self.store.shard_id,
-                self._unacknowledged.count,
-            )
-        try:
-            self._release_failed()
-        except DatabaseError as exc:
-            logger.warning("shard %s: cannot release failed jobs: %s", self.store.shard_id, exc)
+        self.publisher.settle(timeout, epoch=self.epoch)
 
     def forget(self) -> None:
         """The shard is gone from this worker: its fairness gauges go too."""
@@ -162,8 +144,8 @@ class ShardRounds:
             return self._dispatch_round()
 
     def _dispatch_round(self) -> int:
-        self._release_failed()
-        broker_room = self._broker_room()
+        self.publisher.release_failed(epoch=self.epoch)
+        broker_room = self.publisher.room()
         if broker_room <= 0:
             return 0
         capacity = min(broker_room, self._in_flight.room())
@@ -185,7 +167,7 @@ class ShardRounds:
             self._in_flight.claimed(claimed)
         finally:
             self._in_flight.release(reserved)
-        return self._publish(claimed, weights, in_flight=in_flight)
+        return self.publisher.publish(claimed, weights, in_flight=in_flight, epoch=self.epoch)
 
     def dispatch_express(self, users: Iterable[int]) -> int:
         """On the due listener's thread: send the due jobs of ``users`` that have fewer
@@ -203,7 +185,7 @@ class ShardRounds:
             self.epoch is None
             or self._stopped
             or not self._claiming.is_set()
-            or not self._express_available()
+            or not self.publisher.express_available()
         ):
             return 0
         reserved = 0
@@ -231,42 +213,8 @@ class ShardRounds:
         if not claimed:
             return 0
         weights = self.weights.weights_for({job.user_id for job in claimed})
-        self._send(self.config.express_topic, claimed, weights, partitions=None)
-        metrics.JOBS_EXPRESS.labels(self._shard_label).inc(len(claimed))
+        self.publisher.send_express(claimed, weights, epoch=self.epoch)
         return len(claimed)
-
-    def _express_available(self) -> bool:
-        """Whether jobs may go express: a topic configured that the broker has, and an
-        in-flight limit (without one, nothing is counted)."""
-        return bool(
-            self.config.express_topic
-            and self.config.max_in_flight
-            and self.producer.partition_count(self.config.express_topic)
-        )
-
-    def _release_failed(self) -> None:
-        failed = self._unacknowledged.take_failed()
-        if failed:
-            try:
-                self.store.release(epoch=self.epoch, job_ids=failed)
-            except DatabaseError:
-                self._unacknowledged.put_back(failed)  # for the next round
-                raise
-            metrics.JOBS_RELEASED.inc(len(failed))
-            logger.warning(
-                "shard %s: %d jobs are due again: the broker did not take their messages",
-                self.store.shard_id,
-                len(failed),
-                extra={"shard": self.store.shard_id, "action": "release"},
-            )
-
-    def _broker_room(self) -> int:
-        """Jobs this round may publish as far as the broker goes: a round's worth, less
-        what it has not acknowledged yet beyond ``_UNACKNOWLEDGED_ROUNDS`` rounds."""
-        limit = _UNACKNOWLEDGED_ROUNDS * self.config.batch_size
-        if not self._unacknowledged.wait_below(limit, self.config.poll_interval):
-            return 0  # the broker is behind: let it catch up before claiming more
-        return min(self.config.batch_size, limit - self._unacknowledged.count)
 
     def _claim_fairly(
         self, capacity: int, users: list[int], weights: dict[int, float]
@@ -335,70 +283,3 @@ class ShardRounds:
         )
         got = Counter(job.user_id for job in batch)
         return batch, [user for user, quota in quotas.items() if quota and got[user] >= quota]
-
-    def _publish(
-        self, claimed: list[ClaimedJob], weights: dict[int, float], *, in_flight: dict[int, int]
-    ) -> int:
-        """Send the claimed jobs' messages; the broker's reports arrive later. The jobs
-        of users with few ``in_flight`` go to the express topic, if the broker has it
-        (and only under an in-flight limit: without one, nothing is counted)."""
-        if not claimed:
-            return 0
-        express: list[ClaimedJob] = []
-        if self._express_available():
-            express = express_jobs(claimed, in_flight=in_flight)
-        if express:
-            chosen = {job.job_id for job in express}
-            claimed = [job for job in claimed if job.job_id not in chosen]
-            self._send(self.config.express_topic, express, weights, partitions=None)
-            metrics.JOBS_EXPRESS.labels(self._shard_label).inc(len(express))
-        if not claimed:
-            return len(express)
-        by_user: dict[int, list[ClaimedJob]] = defaultdict(list)
-        for job in claimed:
-            by_user[job.user_id].append(job)
-        picked = pick_partitions(self.producer.partition_count(self.config.topic), len(claimed))
-        ordered, partitions = in_send_order(by_user, weights, picked)
-        self._send(self.config.topic, ordered, weights, partitions=partitions)
-        return len(express) + len(ordered)
-
-    def _send(
-        self,
-        topic: str,
-        jobs: list[ClaimedJob],
-        weights: dict[int, float],
-        *,
-        partitions: list[int] | None,
-    ) -> None:
-        messages = [
-            (job.job_id.encode(), self._message(job, weight_of(weights, job.user_id)).encode())
-            for job in jobs
-        ]
-        job_ids = [job.job_id for job in jobs]
-
-        def on_done(failed: list[int]) -> None:
-            self._unacknowledged.report(job_ids, failed)
-            observe_dispatched(jobs=jobs, failed=set(failed), weights=weights)
-
-        self._unacknowledged.add(len(jobs))
-        self.producer.send(
-            topic,
-            messages,
-            on_done=on_done,
-            timeout=self.config.publish_timeout,
-            partitions=partitions,
-        )
-
-    def _message(self, job: ClaimedJob, weight: float) -> JobMessage:
-        return JobMessage(
-            job_id=job.job_id,
-            shard_id=self.store.shard_id,
-            user_id=job.user_id,
-            attempt=job.attempts + 1,
-            epoch=self.epoch,
-            due_at=job.due_at,
-            dispatched_at=job.dispatched_at,
-            weight=weight,
-            priority=job.priority,
-            handler=job.handler,
-        )
