@@ -74,10 +74,9 @@ class ClaimStore:
         held: Sequence[str] = (),
         waited: float = 0.0,
     ) -> list[JobMessage]:
-        """Of each user's published, due, unstarted jobs that this executor does not hold
-        (``held``), the newest, as many as half the difference with those it does hold
-        and at most ``per_user``, as the messages the scheduler sent for them
-        (``weights``: the users' weights, which messages carry). Left out too: those
+        """Of each user's published, due, unstarted jobs, the newest half, at most
+        ``per_user``, as the messages the scheduler sent for them (``weights``: the users'
+        weights, which messages carry). Left out: the jobs in ``held``, and those
         published or due less than ``waited`` seconds ago. Nothing is claimed (see
         queries.WORK_STOLEN)."""
         if not weights:

@@ -101,28 +101,18 @@ FAIL = """
 """
 
 # Work stealing (executor_worker.work_stealing): per user, the newest of the jobs that were
-# published, are due and no executor has started yet, up to ``per_user`` and half the
-# difference between those and the ones the executor looking still holds itself (``held``,
-# ``own``), rounded up (the last one too): then both hold about as many. Half of the
-# others' jobs, whatever it held, left it with more than the other whenever the two held
-# about as many, so that one ran out first, looked, and took half back; each job taken
-# that way is one the other has already given a slot of its turn, which then starts
-# nothing. Left out: the jobs it holds, and those published or due less than ``waited``
-# seconds ago, on their way to an executor that keeps up rather than waiting in one that
-# does not. Another executor holds their messages and runs a user's jobs oldest first, so
-# the newest are the last it would reach, and the two run out about together (the one that
-# runs out first looks again). Nothing is changed here: the jobs are started by
+# published, are due and no executor has started yet, up to ``per_user`` and half of them
+# (the last one too). Left out: those the executor looking holds itself (``held``), and
+# those published or due less than ``waited`` seconds ago, on their way to an executor
+# that keeps up rather than waiting in one that does not.
+# Another executor holds their messages and runs a user's jobs oldest first, so the newest
+# are the last it would reach, and with half each the two run out about together (the
+# one that runs out first looks again). Nothing is changed here: the jobs are started by
 # CLAIM_UNLOCKED, and whichever executor claims a job second drops its copy.
 WORK_STOLEN = """
     SELECT j.id, j.attempts + 1, j.user_id, j.priority, j.handler, j.due_at, j.dispatched_at,
            coalesce(j.dispatch_epoch, 0)
       FROM unnest(%(users)s::bigint[]) AS u(user_id)
-     CROSS JOIN LATERAL (
-           SELECT count(*) AS own
-             FROM jobs
-            WHERE jobs.id = ANY(%(held)s::text[]) AND jobs.user_id = u.user_id
-              AND jobs.status = 'queued' AND jobs.due_at <= now()
-           ) AS h
      CROSS JOIN LATERAL (
            SELECT id, attempts, user_id, priority, handler, due_at, dispatched_at,
                   dispatch_epoch,
@@ -133,5 +123,5 @@ WORK_STOLEN = """
               AND greatest(jobs.due_at, coalesce(jobs.dispatched_at, jobs.due_at))
                   <= now() - make_interval(secs => %(waited)s)
            ) AS j
-     WHERE j.newest <= least(%(per_user)s, (j.queued - h.own + 1) / 2)
+     WHERE j.newest <= least(%(per_user)s, (j.queued + 1) / 2)
 """

@@ -20,18 +20,12 @@ waiting in a slower one (an executor that keeps up has a short queue of every us
 would otherwise take its peer's jobs in transit, which that one then drops). They are
 started by a claim that is conditional on the attempt not having started, like any other:
 whichever executor claims a job second finds it started and drops its copy, so nothing runs
-twice. A look takes the *newest* of those jobs, half the difference between them and the
-ones the executor still holds itself, so that both then hold about as many: the executor
-that holds their messages starts a user's jobs oldest first, so the two work from opposite
-ends, and run out about together; the first to run low looks again (a user a look found
-jobs for is looked for whenever it runs low or dry, however short its run), until a look
-finds nothing. So a user's last jobs are shared out in halves, and those of an executor
-that holds its messages and runs nothing (stuck, or far slower) are all run by the others:
-once the one looking has run dry, it takes half of them each time.
-A look used to take half of the others' jobs whatever it held itself. When both held
-about as many, that left it with more than the other, which then ran out first, looked,
-and took half back; and each job taken back was a slot in a turn of the executor that had
-taken it first, which started nothing when its claim found the job started elsewhere.
+twice. A look takes the *newest* half of those jobs: the executor that holds their messages
+starts a user's jobs oldest first, so the two work from opposite ends, and run out about
+together; the first to run low looks again (a user a look found jobs for is looked for
+whenever it runs low or dry, however short its run), until a look finds nothing. So a
+user's last jobs are shared out in halves, and those of an executor that holds its messages
+and runs nothing (stuck, or far slower) are all run by the others.
 
 Looking only once a user had run dry narrowed the gap but did not close it: over fourteen
 alternated runs the weight-4 user's share of its last second was 0.489-0.565 (median
