@@ -37,6 +37,12 @@ the drain was about 7 % slower in the first pairs but not in the last five (4 % 
 pooled medians), for reasons the traces did not show
 (deploy/bench/results/2026-11-25/16-looking-before-dry.md).
 
+Taking half the *difference* between the others' jobs and its own instead, so that both
+hold as many after a look, was worse: the second before the weight-4 user's last start was
+7.3-17.5 % off its share (median 12.4) against 1.5-12.2 % (median 5.1) over five
+alternated pairs. The executor that looks first is most often the faster one, and the
+larger half suits it (deploy/bench/results/2026-11-26/21-dispatcher-split.md).
+
 A look is a query per shard, so there is at most one per ``interval``, for at most
 ``max_users`` users (the heaviest first).
 """
