@@ -197,12 +197,7 @@ class ShardRounds:
             quotas = express_quotas(in_flight, room=reserved)  # at the limit: idle users
             if not quotas:
                 return 0
-            claimed = self.store.claim(
-                epoch=self.epoch,
-                quotas=quotas,
-                queued_timeout=self.config.queued_timeout,
-                ahead=self.config.dispatch_ahead,
-            )
+            claimed, _ = self._claim(quotas)
             self._in_flight.claimed(claimed)
         except (DatabaseError, ShardFenced) as exc:
             logger.info("shard %s: due jobs left to the rounds: %s", self.store.shard_id, exc)
