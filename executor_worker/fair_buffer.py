@@ -66,7 +66,8 @@ class FairBuffer(Generic[T]):
         self._ran_dry: dict[Hashable, tuple[float, int]] = {}  # see ran_dry
         self._total_weight = 0.0  # of the users with items
         self._running_low: set[Hashable] = set()  # reported as running low, not refilled
-        # Per user with items: passes owed for items started outside the buffer (charge).
+        # Per user with items: passes owed for items started outside the buffer (charge),
+        # less those of items taken that did not start (refund).
         self._owed: dict[Hashable, float] = {}
 
     def __len__(self) -> int:
@@ -104,12 +105,12 @@ class FairBuffer(Generic[T]):
         while len(taken) < count and self._turns:
             start, arrival, user = heapq.heappop(self._turns)
             owed = self._owed.pop(user, 0.0)
-            if owed:  # started elsewhere meanwhile: its turn comes that much later
+            if owed:  # its turn comes that much later (charge) or sooner (refund)
                 heapq.heappush(self._turns, (start + owed, arrival, user))
                 continue
             queue = self._queues[user]
             taken.append(heapq.heappop(queue)[2])
-            self._virtual = start
+            self._virtual = max(self._virtual, start)  # a refund (below) may put it behind
             following = start + 1.0 / self._weights[user]
             self._run[user] += 1
             if queue:
@@ -149,6 +150,21 @@ class FairBuffer(Generic[T]):
             self._owed[user] = self._owed.get(user, 0.0) + cost
         else:
             self._ahead[user] = max(self._ahead.get(user, self._virtual), self._virtual) + cost
+
+    def refund(self, user: Hashable, weight: float, count: int) -> None:
+        """``count`` items of ``user`` taken here did not start (their claims found them
+        started elsewhere, cancelled or stale): its later items are served as if those
+        had not been taken, ``count / weight`` sooner in virtual time, so the fair order
+        counts the jobs that start. Nothing is owed to a user that holds no items: it
+        comes in from the current virtual time, refunded or not."""
+        if not weight > 0:
+            raise ValueError(f"weight must be positive, got {weight!r}")
+        if count <= 0:
+            return
+        if user in self._queues:
+            self._owed[user] = self._owed.get(user, 0.0) - count / weight
+        elif user in self._ahead:
+            self._ahead[user] -= count / weight
 
     def ran_dry(self) -> dict[Hashable, tuple[float, int]]:
         """The users whose queue ran dry since the last call (``report_dry`` only), each

@@ -641,10 +641,15 @@ class ExecutorWorker:
 
     def _wait(self, message: JobMessage, received: Received) -> None:
         """Hold a due job's message in its fair buffer until it is taken to be claimed."""
-        buffer = (
-            self._waiting if message.handler in self._inline_handlers else self._waiting_for_thread
+        self._buffer_of(message).put(
+            message.user_id, message.weight, (message, received), priority=message.priority
         )
-        buffer.put(message.user_id, message.weight, (message, received), priority=message.priority)
+
+    def _buffer_of(self, message: JobMessage) -> FairBuffer[_Item]:
+        """The fair buffer a job's message waits in: inline jobs, or jobs for a thread."""
+        if message.handler in self._inline_handlers:
+            return self._waiting
+        return self._waiting_for_thread
 
     def _claim_and_start(self, pool: ThreadPoolExecutor) -> None:
         """Claim what waits, shard by shard; a shard that fails keeps its messages.
@@ -701,6 +706,13 @@ class ExecutorWorker:
         waiting = {id(received) for _, received in rest}
         started = {(a.job_id, a.attempt): a for a in claimed}
         done: list[Received] = []
+        # Per user: jobs its fair order gave a turn that did not start here, refunded to
+        # it (FairBuffer.refund). Mostly those another executor's work stealing started
+        # first: charged, they were turns lost to their user. In traced 1:2:4 runs the
+        # executor its peer stole from gave the weight-4 user 0.49-0.56 of its starts in
+        # the second before that user's last 0.2 s, for a share of 0.571
+        # (deploy/bench/results/2026-11-27/22-refund.md).
+        dropped: defaultdict[tuple[int, float, FairBuffer[_Item]], int] = defaultdict(int)
         for message, received in items:
             key = (message.job_id, message.attempt)
             outcome, attempt = ran.pop(key, None), started.pop(key, None)
@@ -714,6 +726,9 @@ class ExecutorWorker:
             elif id(received) not in waiting:  # duplicate, stale or cancelled
                 done.append(received)
                 metrics.JOBS_PROCESSED.labels("dropped").inc()
+                dropped[message.user_id, message.weight, self._buffer_of(message)] += 1
+        for (user, weight, buffer), count in dropped.items():
+            buffer.refund(user, weight, count)
         self._handled(*done)
 
     def _pool_room(self) -> int:

@@ -1,5 +1,6 @@
 """Work stealing: jobs whose messages another group member holds and does not run are
-run by an executor that ran out of that user's jobs, each exactly once.
+run by an executor that ran out of that user's jobs, each exactly once; and the member
+whose jobs were taken still starts its users' jobs in their shares.
 
 The other member is a plain Kafka consumer in the executors' group: it takes its share of
 the partitions, reads their messages and runs none of them, as a stuck executor, or one
@@ -10,12 +11,17 @@ partitions away: only work stealing can run its jobs.
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 
 import pytest
 from confluent_kafka import Consumer
 from django.conf import settings
+from django.utils import timezone
 
+from jobsvc.jobs.models import Job
+from jobsvc.sharding.shards import shard_aliases
 from tests.e2e.conftest import JOBS_PARTITIONS, Messaging
+from tests.e2e.jobs import all_jobs, create, spec
 from tests.e2e.jobs_topic import HANDLED_TIMEOUT, job, message, queued_job
 from tests.waiting import wait_until
 
@@ -99,3 +105,49 @@ def test_an_executor_runs_the_jobs_a_member_that_runs_nothing_holds(
     jobs_topic.wait_until_all_handled()
     assert receiver.count_by_job() == dict.fromkeys(job_ids, 1)
     assert {(job(j).status, job(j).attempts) for j in job_ids} == {("succeeded", 1)}
+
+
+def test_jobs_another_executor_started_first_do_not_cost_their_user_its_share(
+    make_user, start_worker, jobs_topic
+):
+    """Half of one user's jobs were started by another executor (its work stealing)
+    before this one, which holds their messages, takes them in fair order: those turns
+    did not start anything, and are given back. So the two weight-1 users' jobs still
+    start one for one here: the first user's last job starts about when the second user
+    has had as many, not when it has had all of its own (that user lost half its turns
+    before the refund; the weight-4 user of 1:2:4 got 0.53 of the second before its last
+    start instead of 0.57)."""
+    steady, robbed = make_user(), make_user()
+    per_user = 200
+    steady_ids = create(steady.pk, [spec() for _ in range(per_user)])
+    robbed_ids = create(robbed.pk, [spec() for _ in range(per_user)])
+    started_elsewhere, startable = robbed_ids[::2], robbed_ids[1::2]
+    now = timezone.now()
+    for alias in shard_aliases():
+        jobs = Job.objects.using(alias)
+        jobs.filter(pk__in=steady_ids + startable).update(
+            status="queued", dispatched_at=now, lease_expires_at=now + timedelta(minutes=5)
+        )
+        jobs.filter(pk__in=started_elsewhere).update(
+            status="succeeded", attempts=1, started_at=now, finished_at=now, dispatched_at=now
+        )
+    records = []
+    for steady_id, robbed_id in zip(steady_ids, robbed_ids, strict=True):
+        records.append((steady_id, message(steady_id, steady.pk, attempt=1)))
+        records.append((robbed_id, message(robbed_id, robbed.pk, attempt=1)))
+    jobs_topic.publish(*records)  # all of them before the executor reads any
+
+    # Small turns: the started_at of a claim is its transaction's, so the order in which
+    # the two users' jobs start shows only across many claims.
+    start_worker("executor", "executor-a", env={"JOBSVC_EXECUTOR_CLAIM_BATCH": "10"})
+    jobs_topic.wait_until_all_handled()
+
+    started = {j.id: j for j in all_jobs(pk__in=steady_ids + robbed_ids)}
+    assert {(started[j].status, started[j].attempts) for j in steady_ids + startable} == {
+        ("succeeded", 1)
+    }
+    assert all(started[j].started_at == now for j in started_elsewhere)  # not run again
+    robbed_done = max(started[j].started_at for j in startable)
+    steady_by_then = sum(started[j].started_at <= robbed_done for j in steady_ids)
+    # One for one: about 100 (a turn or two more); without the refund, about 200.
+    assert steady_by_then <= len(startable) + 30, steady_by_then

@@ -219,3 +219,32 @@ def test_a_user_charged_while_holding_nothing_comes_in_behind_by_its_charge():
 def test_a_charge_needs_a_positive_weight():
     with pytest.raises(ValueError, match="weight must be positive"):
         FairBuffer().charge("a", 0.0, 1)
+
+
+def test_jobs_taken_that_did_not_start_are_refunded_to_a_user_holding_items():
+    """Weights 1:2:4; 40 of the weight-4 user's first 70 jobs taken were started by
+    another executor first (work stealing): the next takes give it those turns back, so
+    of the jobs that started here it has its 4/7 again."""
+    buffer = filled({"light": (1.0, 1000), "middle": (2.0, 1000), "heavy": (4.0, 1000)})
+    first = Counter(user for user, _ in buffer.take(70))
+    assert first == {"light": 10, "middle": 20, "heavy": 40}
+    buffer.refund("heavy", 4.0, 40)
+    started = first - Counter({"heavy": 40}) + Counter(user for user, _ in buffer.take(630))
+    assert sum(started.values()) == 660
+    for user, weight in (("light", 1), ("middle", 2), ("heavy", 4)):
+        assert abs(started[user] - 660 * weight / 7) <= 2, started
+
+
+def test_a_refund_to_a_user_holding_nothing_banks_no_credit():
+    buffer = filled({"a": (1.0, 2), "b": (1.0, 100)})
+    buffer.take(4)  # a's two, and two of b's
+    buffer.refund("a", 1.0, 2)  # a holds nothing: the turns it lost are past
+    for index in range(50):
+        buffer.put("a", 1.0, ("a", index))
+    taken = [user for user, _ in buffer.take(20)]
+    assert abs(taken.count("a") - taken.count("b")) <= 1  # alternating, no burst of a's
+
+
+def test_a_refund_needs_a_positive_weight():
+    with pytest.raises(ValueError, match="weight must be positive"):
+        FairBuffer().refund("a", -1.0, 1)
