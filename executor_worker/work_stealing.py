@@ -21,7 +21,8 @@ would otherwise take its peer's jobs in transit, which that one then drops). The
 started by a claim that is conditional on the attempt not having started, like any other:
 whichever executor claims a job second finds it started and drops its copy, so nothing runs
 twice, and gives its user back the turn that copy took in its fair order
-(``FairBuffer.refund``): charged, those turns were the user's loss where it was stolen from. A look takes the *newest* half of those jobs: the executor that holds their messages
+(``FairBuffer.refund``): charged, those turns were the user's loss where it was stolen
+from. A look takes the *newest* half of those jobs: the executor that holds their messages
 starts a user's jobs oldest first, so the two work from opposite ends, and run out about
 together; the first to run low looks again (a user a look found jobs for is looked for
 whenever it runs low or dry, however short its run), until a look finds nothing. So a

@@ -113,10 +113,10 @@ def test_jobs_another_executor_started_first_do_not_cost_their_user_its_share(
     """Half of one user's jobs were started by another executor (its work stealing)
     before this one, which holds their messages, takes them in fair order: those turns
     did not start anything, and are given back. So the two weight-1 users' jobs still
-    start one for one here: the first user's last job starts about when the second user
-    has had as many, not when it has had all of its own (that user lost half its turns
-    before the refund; the weight-4 user of 1:2:4 got 0.53 of the second before its last
-    start instead of 0.57)."""
+    start one for one here: the robbed user's last job starts when the steady user has
+    had about as many (100), not all of its own (200: the robbed user lost half its
+    turns before the refund; so did the weight-4 user of 1:2:4 on the executor stolen
+    from, which gave it as little as 0.49 of its starts near its run-out, for 0.571)."""
     steady, robbed = make_user(), make_user()
     per_user = 200
     steady_ids = create(steady.pk, [spec() for _ in range(per_user)])
