@@ -156,7 +156,7 @@ class FairBuffer(Generic[T]):
         started elsewhere, cancelled or stale): its later items are served as if those
         had not been taken, ``count / weight`` sooner in virtual time, so the fair order
         counts the jobs that start. Nothing is owed to a user that holds no items: it
-        comes in from the current virtual time, refunded or not."""
+        comes back no earlier than the current virtual time, refunded or not."""
         if not weight > 0:
             raise ValueError(f"weight must be positive, got {weight!r}")
         if count <= 0:
