@@ -642,7 +642,11 @@ class ExecutorWorker:
     def _wait(self, message: JobMessage, received: Received) -> None:
         """Hold a due job's message in its fair buffer until it is taken to be claimed."""
         self._buffer_of(message).put(
-            message.user_id, message.weight, (message, received), priority=message.priority
+            message.user_id,
+            message.weight,
+            (message, received),
+            priority=message.priority,
+            lane=message.shard_id,
         )
 
     def _buffer_of(self, message: JobMessage) -> FairBuffer[_Item]:

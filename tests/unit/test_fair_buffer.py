@@ -27,12 +27,42 @@ def test_every_prefix_follows_the_weights_while_all_are_backlogged():
     assert taken == {"light": 100, "middle": 200, "heavy": 400}
 
 
-def test_a_users_jobs_keep_their_order():
+def test_a_users_jobs_from_one_shard_keep_their_order():
     buffer = filled({"a": (1.0, 50), "b": (3.0, 50)})
     taken = buffer.take(100)
     for user in ("a", "b"):
         assert [index for who, index in taken if who == user] == list(range(50))
     assert len(buffer) == 0 and buffer.users() == 0
+
+
+def test_each_shards_part_of_a_take_carries_every_users_share():
+    # A scheduler's round publishes a user's jobs together, so they arrive shard by shard
+    # in bursts; the executor claims a take's jobs one shard at a time, so a user whose
+    # jobs in a take were all on one shard would start all of them early or late in it.
+    buffer: FairBuffer[tuple[str, int, int]] = FairBuffer()
+    for user, shards in (("a", (0, 1)), ("b", (1, 0))):
+        for shard in shards:
+            for index in range(100):
+                buffer.put(user, 1.0, (user, shard, index), lane=shard)
+    taken = buffer.take(40)
+    per_shard = Counter((shard, user) for user, shard, _ in taken)
+    assert per_shard == {(0, "a"): 10, (0, "b"): 10, (1, "a"): 10, (1, "b"): 10}
+    for user in ("a", "b"):  # in arrival order within a shard
+        for shard in (0, 1):
+            mine = [index for who, on, index in taken if (who, on) == (user, shard)]
+            assert mine == list(range(10))
+
+
+def test_a_shard_a_user_had_nothing_from_joins_its_turns_from_there_on():
+    buffer: FairBuffer[tuple[int, int]] = FairBuffer()
+    for index in range(100):
+        buffer.put("a", 1.0, (0, index), lane=0)
+    assert buffer.take(50) == [(0, index) for index in range(50)]
+    for index in range(3):
+        buffer.put("a", 1.0, (1, index), lane=1)
+    # in turn with shard 0 from here on: neither behind the 50 left from shard 0 nor all
+    # three ahead of them
+    assert buffer.take(6) == [(1, 0), (0, 50), (1, 1), (0, 51), (1, 2), (0, 52)]
 
 
 def test_a_users_urgent_job_overtakes_its_own_backlog_not_the_others():
