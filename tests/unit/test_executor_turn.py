@@ -122,6 +122,17 @@ def test_a_light_users_job_is_claimed_first_and_apart_from_the_flood(executor):
     assert sum(len(users) for _, users in executor.claims) == CLAIM_BATCH
 
 
+def test_a_turn_over_every_shard_makes_small_claims_on_two_shards_only(executor):
+    # The fair buffer takes a user's jobs in turn from each shard, so a turn's head spans
+    # every shard: a small claim on each, before each shard's claim of the rest, was
+    # eight claims a turn where five did.
+    executor.consumer.messages = flood(3000)
+    executor._receive()
+    executor._claim_and_start(pool=None)
+    assert sum(len(users) for _, users in executor.claims) == CLAIM_BATCH
+    assert len(executor.claims) <= 4 + 2
+
+
 def test_jobs_a_cut_turn_left_are_claimed_before_a_later_turns(executor):
     executor.consumer.messages = flood(1000)
     executor._receive()  # takes 1,000: 125 at the head, 875 to claim on shards 0-3
