@@ -105,10 +105,11 @@ FAIL = """
 # (the last one too). Left out: those the executor looking holds itself (``held``), and
 # those published or due less than ``waited`` seconds ago, on their way to an executor
 # that keeps up rather than waiting in one that does not.
-# Another executor holds their messages and runs a user's jobs oldest first, so the newest
-# are the last it would reach, and with half each the two run out about together (the
-# one that runs out first looks again). Nothing is changed here: the jobs are started by
-# CLAIM_UNLOCKED, and whichever executor claims a job second drops its copy.
+# Another executor holds their messages and runs a user's jobs oldest first on each
+# shard (the newest half is looked for per shard), so the newest are the last it would
+# reach, and with half each the two run out about together (the one that runs out first
+# looks again). Nothing is changed here: the jobs are started by CLAIM_UNLOCKED, and
+# whichever executor claims a job second drops its copy.
 WORK_STOLEN = """
     SELECT j.id, j.attempts + 1, j.user_id, j.priority, j.handler, j.due_at, j.dispatched_at,
            coalesce(j.dispatch_epoch, 0)

@@ -11,23 +11,25 @@ one is done too, that user gets its share of one executor only. Measured on 1:2:
 backlog fell from 0.571 to 0.35-0.54 in about one run in three.
 
 So when a user's jobs here run low after a run of at least ``backlog_run`` of them
-(``FairBuffer.ran_dry``: down to two turns' worth of its weight's share if that is 64 jobs
-or more, or none), the executor looks in every shard for that user's jobs that were
-published and are due but that no executor has started (``ClaimStore.work_to_steal``), and
-holds them as if it had read their messages. Left out are the jobs it holds itself, and
-those published or due under half a second ago: those are on their way to an executor, not
-waiting in a slower one (an executor that keeps up has a short queue of every user, and
-would otherwise take its peer's jobs in transit, which that one then drops). They are
-started by a claim that is conditional on the attempt not having started, like any other:
-whichever executor claims a job second finds it started and drops its copy, so nothing runs
-twice, and gives its user back the turn that copy took in its fair order
-(``FairBuffer.refund``): charged, those turns were the user's loss where it was stolen
-from. A look takes the *newest* half of those jobs: the executor that holds their messages
-starts a user's jobs oldest first, so the two work from opposite ends, and run out about
-together; the first to run low looks again (a user a look found jobs for is looked for
-whenever it runs low or dry, however short its run), until a look finds nothing. So a
-user's last jobs are shared out in halves, and those of an executor that holds its messages
-and runs nothing (stuck, or far slower) are all run by the others.
+(``FairBuffer.ran_dry``: down to two turns' worth of its weight's share if that is 64
+jobs or more, or none), the executor looks in every shard for that user's jobs that were
+published and are due but that no executor has started (``ClaimStore.work_to_steal``),
+and holds them as if it had read their messages. Left out are the jobs it holds itself,
+and those published or due under half a second ago: those are on their way to an
+executor, not waiting in a slower one (an executor that keeps up has a short queue of
+every user, and would otherwise take its peer's jobs in transit, which that one then
+drops). They are started by a claim that is conditional on the attempt not having
+started, like any other: whichever executor claims a job second finds it started and
+drops its copy, so nothing runs twice, and gives its user back the turn that copy took
+in its fair order (``FairBuffer.refund``): charged, those turns were the user's loss
+where it was stolen from. A look takes the *newest* half of those jobs: the executor
+that holds their messages starts a user's jobs oldest first on each shard
+(executor_worker.fair_buffer's lanes), and the look is per shard, so the two work from
+opposite ends, and run out about together; the first to run low looks again (a user a
+look found jobs for is looked for whenever it runs low or dry, however short its run),
+until a look finds nothing. So a user's last jobs are shared out in halves, and those of
+an executor that holds its messages and runs nothing (stuck, or far slower) are all run
+by the others.
 
 Looking only once a user had run dry narrowed the gap but did not close it: over fourteen
 alternated runs the weight-4 user's share of its last second was 0.489-0.565 (median
