@@ -66,6 +66,19 @@ class ClaimStore:
             cursor.execute(queries.CLAIM_UNLOCKED if stolen else queries.CLAIM, params)
             return [_attempt(row) for row in cursor.fetchall()]
 
+    def startable(self, requests: Sequence[tuple[str, int]]) -> set[tuple[str, int]]:
+        """The (job_id, attempt) pairs that ``claim`` would start now (see
+        queries.STARTABLE)."""
+        if not requests:
+            return set()
+        params = {
+            "job_ids": [job_id for job_id, _ in requests],
+            "attempts": [attempt for _, attempt in requests],
+        }
+        with connections[self.alias].cursor() as cursor:
+            cursor.execute(queries.STARTABLE, params)
+            return {(job_id, attempt) for job_id, attempt in cursor.fetchall()}
+
     def work_to_steal(
         self,
         weights: dict[int, float],

@@ -18,6 +18,10 @@ _NAMED_UNLOCKED = """(
       JOIN jobs ON jobs.id = m.job_id
        FOR UPDATE OF jobs SKIP LOCKED) AS m"""
 
+# The attempts named that a claim would start now.
+_STARTABLE = """jobs.id = m.job_id AND jobs.attempts = m.attempt - 1
+       AND (jobs.status = 'queued' OR (jobs.status = 'scheduled' AND jobs.due_at <= now()))"""
+
 # Start the attempts named. A due job can be started from ``scheduled`` too: its publishing
 # was reported failed and the scheduler made it due again (RELEASE_UNPUBLISHED clears
 # ``dispatched_at``), but the broker kept the message after all; it was dispatched then,
@@ -28,14 +32,13 @@ _CLAIM = """
            updated_at = now(), dispatched_at = COALESCE(jobs.dispatched_at, now()),
            lease_expires_at = now() + make_interval(secs => jobs.timeout_seconds + %(grace)s)
       FROM {named}
-     WHERE jobs.id = m.job_id AND jobs.attempts = m.attempt - 1
-       AND (jobs.status = 'queued' OR (jobs.status = 'scheduled' AND jobs.due_at <= now()))
+     WHERE {startable}
  RETURNING jobs.id, jobs.user_id, jobs.shard_id, jobs.attempts, jobs.max_attempts,
            jobs.timeout_seconds, jobs.handler, jobs.handler_params, jobs.message,
            jobs.execute_at, jobs.due_at, jobs.created_at, jobs.attempt_errors
 """
-CLAIM = _CLAIM.format(named=_NAMED)
-CLAIM_UNLOCKED = _CLAIM.format(named=_NAMED_UNLOCKED)
+CLAIM = _CLAIM.format(named=_NAMED, startable=_STARTABLE)
+CLAIM_UNLOCKED = _CLAIM.format(named=_NAMED_UNLOCKED, startable=_STARTABLE)
 
 # Start and finish in one write the attempts of CLAIM whose handler runs inline (never
 # blocks): the executor runs them inside this statement's transaction and commits only
@@ -48,15 +51,19 @@ _CLAIM_SUCCEEDED = """
            finished_at = now(), updated_at = now(), lease_expires_at = NULL,
            dispatched_at = COALESCE(jobs.dispatched_at, now())
       FROM {named}
-     WHERE jobs.id = m.job_id AND jobs.attempts = m.attempt - 1
-       AND (jobs.status = 'queued' OR (jobs.status = 'scheduled' AND jobs.due_at <= now()))
+     WHERE {startable}
        AND jobs.handler = ANY(%(handlers)s::text[])
  RETURNING jobs.id, jobs.user_id, jobs.shard_id, jobs.attempts, jobs.max_attempts,
            jobs.timeout_seconds, jobs.handler, jobs.handler_params, jobs.message,
            jobs.execute_at, jobs.due_at, jobs.created_at, jobs.attempt_errors
 """
-CLAIM_SUCCEEDED = _CLAIM_SUCCEEDED.format(named=_NAMED)
-CLAIM_SUCCEEDED_UNLOCKED = _CLAIM_SUCCEEDED.format(named=_NAMED_UNLOCKED)
+CLAIM_SUCCEEDED = _CLAIM_SUCCEEDED.format(named=_NAMED, startable=_STARTABLE)
+CLAIM_SUCCEEDED_UNLOCKED = _CLAIM_SUCCEEDED.format(named=_NAMED_UNLOCKED, startable=_STARTABLE)
+
+# Of the attempts named, those CLAIM would start now; nothing is changed or locked. For
+# held copies of jobs that another executor may have started (see
+# ExecutorWorker._drop_started_elsewhere).
+STARTABLE = f"SELECT jobs.id, m.attempt FROM jobs, {_NAMED} WHERE {_STARTABLE}"
 
 REOPEN = """
     UPDATE jobs

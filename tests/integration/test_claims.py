@@ -172,9 +172,27 @@ def test_one_claim_starts_the_startable_jobs_and_drops_the_rest(claims):
     assert (_stored(stale).status, _stored(stale).attempts) == ("queued", 1)
 
 
+def test_the_startable_attempts_are_those_a_claim_would_start_and_none_is_started(claims):
+    startable = [_job(), _job(status="scheduled", due_in=-1)]
+    started_elsewhere = _job()
+    claims.claim([(started_elsewhere, 1)])
+    others = [
+        _job(status="cancelled"),
+        _job(status="queued", attempts=1),  # the message is of an earlier attempt
+        _job(status="scheduled", due_in=3600),
+        new_job_id(shard_id=SHARD),
+    ]
+    named = [(job_id, 1) for job_id in [*startable, started_elsewhere, *others]]
+
+    assert claims.startable(named) == {(job_id, 1) for job_id in startable}
+    assert {_stored(job_id).status for job_id in startable} == {"queued", "scheduled"}
+    assert sorted(a.job_id for a in claims.claim(named)) == sorted(startable)
+
+
 def test_claiming_nothing_asks_nothing(claims, django_assert_num_queries):
     with django_assert_num_queries(0, using=ALIAS):
         assert claims.claim([]) == []
+        assert claims.startable([]) == set()
 
 
 # --- record -------------------------------------------------------------------------
