@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -139,26 +139,40 @@ class FairBuffer(Generic[T]):
             self._run[user] += 1
             if queue:
                 heapq.heappush(self._turns, (following, arrival, user))
-                if (
-                    self._report_low
-                    and user not in self._running_low
-                    and self._is_low(len(queue), self._weights[user])
-                ):
-                    self._running_low.add(user)
-                    self._ran_dry[user] = (self._weights[user], self._run[user])
+                self._note_if_low(user)
             else:
-                del self._queues[user], self._lane_rounds[user], self._taken_round[user]
-                weight, run = self._weights.pop(user), self._run.pop(user)
-                self._total_weight -= weight
-                self._running_low.discard(user)
-                if self.report_dry:
-                    self._ran_dry[user] = (weight, run)
-                self._ahead[user] = following
+                self._leave(user, following)
         if not self._queues:
             self._total_weight = 0.0  # no drift from adding and taking away floats
         self._size -= len(taken)
         self._forget_caught_up()
         return taken
+
+    def next_of(self, user: Hashable, count: int) -> list[T]:
+        """The next ``count`` items of ``user``, in the order ``take`` would give them."""
+        return [entry[-1] for entry in heapq.nsmallest(count, self._queues.get(user, ()))]
+
+    def discard(self, user: Hashable, items: Iterable[T]) -> None:
+        """Drop these held items of ``user`` (the very objects ``put``), which will never
+        start (their jobs started elsewhere): they take no turn, and the user keeps its
+        pass. A user left with nothing is reported like one whose last item was taken."""
+        queue = self._queues.get(user)
+        gone = {id(item) for item in items}
+        if not queue or not gone:
+            return
+        kept = [entry for entry in queue if id(entry[-1]) not in gone]
+        self._size -= len(queue) - len(kept)
+        if kept:
+            heapq.heapify(kept)
+            self._queues[user] = kept
+            self._note_if_low(user)
+            return
+        (turn,) = [entry for entry in self._turns if entry[2] == user]
+        self._turns.remove(turn)
+        heapq.heapify(self._turns)
+        self._leave(user, turn[0] + self._owed.pop(user, 0.0))
+        if not self._queues:
+            self._total_weight = 0.0
 
     def charge(self, user: Hashable, weight: float, count: int) -> None:
         """``count`` jobs of ``user`` started without passing through the buffer (the
@@ -203,6 +217,28 @@ class FairBuffer(Generic[T]):
     def items_of(self, user: Hashable) -> list[T]:
         """The items of ``user`` held, in no particular order."""
         return [entry[-1] for entry in self._queues.get(user, ())]
+
+    def _leave(self, user: Hashable, next_pass: float) -> None:
+        """``user``'s queue is empty: it stops waiting, and would be served next at
+        ``next_pass``."""
+        del self._queues[user], self._lane_rounds[user], self._taken_round[user]
+        weight, run = self._weights.pop(user), self._run.pop(user)
+        self._total_weight -= weight
+        self._running_low.discard(user)
+        if self.report_dry:
+            self._ran_dry[user] = (weight, run)
+        self._ahead[user] = next_pass
+
+    def _note_if_low(self, user: Hashable) -> None:
+        """Report ``user`` as running low (see ``ran_dry``) if it is, once."""
+        weight = self._weights[user]
+        if (
+            self._report_low
+            and user not in self._running_low
+            and self._is_low(len(self._queues[user]), weight)
+        ):
+            self._running_low.add(user)
+            self._ran_dry[user] = (weight, self._run[user])
 
     def _is_low(self, held: int, weight: float) -> bool:
         """Whether ``held`` items of a user of ``weight`` are at most two turns' worth, and

@@ -278,3 +278,41 @@ def test_a_refund_to_a_user_holding_nothing_banks_no_credit():
 def test_a_refund_needs_a_positive_weight():
     with pytest.raises(ValueError, match="weight must be positive"):
         FairBuffer().refund("a", -1.0, 1)
+
+
+def test_a_users_next_items_are_those_take_would_give_it():
+    buffer: FairBuffer[tuple[str, int]] = FairBuffer()
+    for index in range(40):
+        buffer.put("a", 1.0, ("a", index), priority=index % 3, lane=index % 4)
+        buffer.put("b", 2.0, ("b", index), lane=index % 2)
+    expected = buffer.next_of("a", 15)
+    assert [item for item in buffer.take(80) if item[0] == "a"][:15] == expected
+    assert buffer.next_of("nobody", 3) == []
+
+
+def test_items_discarded_take_no_turn():
+    # Copies of jobs that started elsewhere, dropped before they are taken: the user's
+    # turns go to the jobs it still has.
+    buffer = filled({"a": (1.0, 20), "b": (1.0, 20)})
+    buffer.discard("a", [item for item in buffer.next_of("a", 20) if item[1] % 2])
+    assert len(buffer) == 30
+    taken = buffer.take(20)
+    assert Counter(user for user, _ in taken) == {"a": 10, "b": 10}
+    assert [index for user, index in taken if user == "a"] == list(range(0, 20, 2))
+
+
+def test_a_user_whose_items_are_all_discarded_runs_dry_and_banks_no_credit():
+    buffer: FairBuffer[tuple[str, int]] = FairBuffer(report_dry=True)
+    for index in range(10):
+        buffer.put("a", 1.0, ("a", index))
+    for index in range(100):
+        buffer.put("b", 1.0, ("b", index))
+    buffer.take(4)  # two each
+    buffer.discard("a", buffer.next_of("a", 10))
+    assert buffer.users() == 1 and len(buffer) == 98
+    assert buffer.ran_dry() == {"a": (1.0, 2)}
+    assert [user for user, _ in buffer.take(20)] == ["b"] * 20
+    for index in range(50):
+        buffer.put("a", 1.0, ("a", 100 + index))
+    taken = [user for user, _ in buffer.take(20)]
+    assert abs(taken.count("a") - taken.count("b")) <= 1  # alternating, no burst of a's
