@@ -22,14 +22,17 @@ drops). They are started by a claim that is conditional on the attempt not havin
 started, like any other: whichever executor claims a job second finds it started and
 drops its copy, so nothing runs twice, and gives its user back the turn that copy took
 in its fair order (``FairBuffer.refund``): charged, those turns were the user's loss
-where it was stolen from. A look takes the *newest* half of those jobs: the executor
-that holds their messages starts a user's jobs oldest first on each shard
-(executor_worker.fair_buffer's lanes), and the look is per shard, so the two work from
-opposite ends, and run out about together; the first to run low looks again (a user a
-look found jobs for is looked for whenever it runs low or dry, however short its run),
-until a look finds nothing. So a user's last jobs are shared out in halves, and those of
-an executor that holds its messages and runs nothing (stuck, or far slower) are all run
-by the others.
+where it was stolen from. But a refund comes only from the next take on, and near the
+run-out there are one or two: so once a claim found a user's copy started elsewhere, the
+executor checks that user's next held copies before each take and drops those started
+elsewhere before they take a turn (``ExecutorWorker._drop_started_elsewhere``). A look
+takes the *newest* half of those jobs: the executor that holds their messages starts a
+user's jobs oldest first on each shard (executor_worker.fair_buffer's lanes), and the
+look is per shard, so the two work from opposite ends, and run out about together; the
+first to run low looks again (a user a look found jobs for is looked for whenever it
+runs low or dry, however short its run), until a look finds nothing. So a user's last
+jobs are shared out in halves, and those of an executor that holds its messages and runs
+nothing (stuck, or far slower) are all run by the others.
 
 Looking only once a user had run dry narrowed the gap but did not close it: over fourteen
 alternated runs the weight-4 user's share of its last second was 0.489-0.565 (median

@@ -8,9 +8,12 @@ puts first is claimed first, not behind claims of hundreds of another user's job
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime
 
 import pytest
+from django.db import OperationalError
 
+from executor_worker.claims import Attempt, Outcome
 from executor_worker.consumer import Received
 from executor_worker.express_runner import Handover
 from executor_worker.worker import ExecutorConfig, ExecutorWorker
@@ -206,3 +209,84 @@ def test_a_turn_reads_on_past_its_budget_while_it_holds_less_than_a_claim(execut
     executor.consumer.messages = [received_job(FLOOD_USER, due_in=60.0) for _ in range(4 * BATCH)]
     executor._receive()
     assert executor.consumer.messages == []
+
+
+class StartedElsewhere:
+    """A shard where the jobs in ``started`` were started by another executor."""
+
+    def __init__(self, started: set[str]) -> None:
+        self.started = started
+        self.checked = 0
+
+    def startable(self, requests):
+        self.checked += len(requests)
+        return {(job_id, attempt) for job_id, attempt in requests if job_id not in self.started}
+
+
+def succeeded(message: JobMessage) -> Outcome:
+    now = datetime.now(UTC)
+    attempt = Attempt(
+        job_id=message.job_id,
+        user_id=message.user_id,
+        shard_id=message.shard_id,
+        attempt=message.attempt,
+        max_attempts=1,
+        timeout_seconds=10.0,
+        handler=message.handler,
+        handler_params={},
+        message="",
+        execute_at=now,
+        due_at=now,
+        created_at=now,
+        attempt_errors=[],
+    )
+    return Outcome(attempt=attempt, succeeded=True)
+
+
+def test_a_user_whose_jobs_another_executor_started_gets_its_share_of_a_few_turns(executor):
+    # Near a user's run-out, work stealing leaves two executors holding copies of its
+    # last jobs, and whichever claims a job second finds it started. Here every other
+    # copy of the robbed user's this executor holds was started elsewhere. A copy taken
+    # takes a turn and starts nothing; the turn is given back, but only from the next
+    # take on. Once one was found, the user's next copies are checked before each take,
+    # and those started elsewhere take no turn.
+    robbed, steady = FLOOD_USER, LIGHT_USER
+    robbed_jobs = [message(robbed, i % 4) for i in range(3000)]
+    steady_jobs = [message(steady, i % 4) for i in range(3000)]
+    elsewhere = StartedElsewhere({JobMessage.decode(r.value).job_id for r in robbed_jobs[1::2]})
+    executor._store = lambda shard_id: elsewhere
+    starts = {robbed: 0, steady: 0}
+
+    def claim(shard_id, items, *, inline):
+        ran = {}
+        for job, _ in items:
+            if job.job_id not in elsewhere.started:
+                ran[job.job_id, job.attempt] = succeeded(job)
+                starts[job.user_id] += 1
+        return ran, [], []
+
+    executor._claim = claim
+    pairs = zip(robbed_jobs, steady_jobs, strict=True)
+    executor.consumer.messages = [job for pair in pairs for job in pair]
+    for _ in range(3):
+        executor._receive()
+        executor._claim_and_start(pool=None)
+    # Taking the copies until they fail to start, the robbed user had 42 % of the starts.
+    assert starts[robbed] / (starts[robbed] + starts[steady]) == pytest.approx(0.5, abs=0.025)
+    assert elsewhere.checked <= 3 * CLAIM_BATCH  # the next turn's worth, not all it holds
+
+
+class ShardDown:
+    def startable(self, requests):
+        raise OperationalError("server closed the connection unexpectedly")
+
+
+def test_copies_a_failed_check_could_not_clear_are_kept_and_claimed(executor):
+    executor.consumer.messages = flood(2000)
+    executor._receive()
+    executor._claim_and_start(pool=None)  # every copy is dropped: the user is checked next
+    executor._store = lambda shard_id: ShardDown()
+    executor._receive()  # the check fails on every shard, which are backed off
+    held = executor._held(executor._head) + executor._held(executor._to_claim)
+    assert len(executor._waiting) + held == 1000  # none dropped without its claim
+    assert not any(executor._shards.is_open(shard) for shard in range(4))  # backed off
