@@ -153,8 +153,8 @@ class FairBuffer(Generic[T]):
         return [entry[-1] for entry in heapq.nsmallest(count, self._queues.get(user, ()))]
 
     def discard(self, user: Hashable, items: Iterable[T]) -> None:
-        """Drop these held items of ``user`` (the very objects ``put``), which will never
-        start (their jobs started elsewhere): they take no turn, and the user keeps its
+        """Drop these held items of ``user`` (the very objects given to ``put``), which will
+        never start (their jobs started elsewhere): they take no turn, and the user keeps its
         pass. A user left with nothing is reported like one whose last item was taken."""
         queue = self._queues.get(user)
         gone = {id(item) for item in items}
