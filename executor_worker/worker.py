@@ -497,9 +497,9 @@ class ExecutorWorker:
         refunded (``FairBuffer.refund``), but only from the next take on, and near the
         run-out there are one or two takes left. So the user's share of what starts in its
         last second fell well below its weight. Dropped before the take, such copies take
-        no turn: over ten alternated 1:2:4 runs the weight-4 user's last second was
-        3.6-15.1 % off its share (median 7.6, within 5 % in 4) against 4.7-17.6 % (median
-        10.5, in 1) (deploy/bench/results/2026-11-27/24-dropped-copies.md)."""
+        no turn: over thirteen alternated 1:2:4 pairs the weight-4 user's last second was
+        3.6-15.1 % off its share (median 7.7, within 5 % in 4) against 4.7-17.6 % (median
+        10.3, in 1), better in 11 (deploy/bench/results/2026-11-27/24-dropped-copies.md)."""
         contested, self._contested = self._contested, set()
         by_shard: defaultdict[int, list[tuple[FairBuffer[_Item], Hashable, _Item]]]
         by_shard = defaultdict(list)
