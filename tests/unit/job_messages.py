@@ -1,10 +1,12 @@
-"""Job messages as an executor's consumer hands them over, for unit tests."""
+"""Job messages as an executor's consumer hands them over, and their attempts' outcomes,
+for unit tests."""
 
 from __future__ import annotations
 
 import itertools
 from datetime import UTC, datetime, timedelta
 
+from executor_worker.claims import Attempt, Outcome
 from executor_worker.consumer import Received
 from jobsvc.messaging.job_message import JobMessage
 
@@ -40,3 +42,23 @@ def received_job(
 
 def next_offset() -> int:
     return next(_offsets)
+
+
+def outcome_of(message: JobMessage, *, succeeded: bool = True) -> Outcome:
+    now = datetime.now(UTC)
+    attempt = Attempt(
+        job_id=message.job_id,
+        user_id=message.user_id,
+        shard_id=message.shard_id,
+        attempt=message.attempt,
+        max_attempts=3,
+        timeout_seconds=10.0,
+        handler=message.handler,
+        handler_params={},
+        message="",
+        execute_at=now,
+        due_at=now,
+        created_at=now,
+        attempt_errors=[],
+    )
+    return Outcome(attempt, succeeded, "" if succeeded else "boom", 1.0 if not succeeded else None)

@@ -8,17 +8,15 @@ puts first is claimed first, not behind claims of hundreds of another user's job
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
 
 import pytest
 from django.db import OperationalError
 
-from executor_worker.claims import Attempt, Outcome
 from executor_worker.consumer import Received
 from executor_worker.express_runner import Handover
 from executor_worker.worker import ExecutorConfig, ExecutorWorker
 from jobsvc.messaging.job_message import JobMessage
-from tests.unit.job_messages import received_job
+from tests.unit.job_messages import outcome_of, received_job
 
 BATCH = 2000  # messages per poll
 CLAIM_BATCH = 1000  # messages taken per turn
@@ -223,26 +221,6 @@ class StartedElsewhere:
         return {(job_id, attempt) for job_id, attempt in requests if job_id not in self.started}
 
 
-def succeeded(message: JobMessage) -> Outcome:
-    now = datetime.now(UTC)
-    attempt = Attempt(
-        job_id=message.job_id,
-        user_id=message.user_id,
-        shard_id=message.shard_id,
-        attempt=message.attempt,
-        max_attempts=1,
-        timeout_seconds=10.0,
-        handler=message.handler,
-        handler_params={},
-        message="",
-        execute_at=now,
-        due_at=now,
-        created_at=now,
-        attempt_errors=[],
-    )
-    return Outcome(attempt=attempt, succeeded=True)
-
-
 def test_a_user_whose_jobs_another_executor_started_gets_its_share_of_a_few_turns(executor):
     # Near a user's run-out, work stealing leaves two executors holding copies of its
     # last jobs, and whichever claims a job second finds it started. Here every other
@@ -261,7 +239,7 @@ def test_a_user_whose_jobs_another_executor_started_gets_its_share_of_a_few_turn
         ran = {}
         for job, _ in items:
             if job.job_id not in elsewhere.started:
-                ran[job.job_id, job.attempt] = succeeded(job)
+                ran[job.job_id, job.attempt] = outcome_of(job)
                 starts[job.user_id] += 1
         return ran, [], []
 

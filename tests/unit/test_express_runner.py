@@ -9,16 +9,14 @@ it starts is charged to the user's share.
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
 
 import pytest
 from django.db import OperationalError
 
-from executor_worker.claims import Attempt, Outcome
 from executor_worker.consumer import Received
 from executor_worker.express_runner import ExpressRunner, Ran
 from jobsvc.messaging.job_message import JobMessage
-from tests.unit.job_messages import next_offset, received_job
+from tests.unit.job_messages import next_offset, outcome_of, received_job
 
 pytestmark = pytest.mark.unit
 
@@ -27,26 +25,6 @@ def express_message(user: int, *, shard: int = 0, handler: str = "noop", due_in=
     return received_job(
         user, shard=shard, handler=handler, due_in=due_in, weight=weight, topic="express"
     )
-
-
-def outcome_of(message: JobMessage, *, succeeded: bool = True) -> Outcome:
-    now = datetime.now(UTC)
-    attempt = Attempt(
-        job_id=message.job_id,
-        user_id=message.user_id,
-        shard_id=message.shard_id,
-        attempt=message.attempt,
-        max_attempts=3,
-        timeout_seconds=10.0,
-        handler=message.handler,
-        handler_params={},
-        message="",
-        execute_at=now,
-        due_at=now,
-        created_at=now,
-        attempt_errors=[],
-    )
-    return Outcome(attempt, succeeded, "" if succeeded else "boom", 1.0 if not succeeded else None)
 
 
 class Topic:
