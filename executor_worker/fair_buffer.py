@@ -142,8 +142,6 @@ class FairBuffer(Generic[T]):
                 self._note_if_low(user)
             else:
                 self._leave(user, following)
-        if not self._queues:
-            self._total_weight = 0.0  # no drift from adding and taking away floats
         self._size -= len(taken)
         self._forget_caught_up()
         return taken
@@ -171,8 +169,6 @@ class FairBuffer(Generic[T]):
         self._turns.remove(turn)
         heapq.heapify(self._turns)
         self._leave(user, turn[0] + self._owed.pop(user, 0.0))
-        if not self._queues:
-            self._total_weight = 0.0
 
     def charge(self, user: Hashable, weight: float, count: int) -> None:
         """``count`` jobs of ``user`` started without passing through the buffer (the
@@ -224,6 +220,8 @@ class FairBuffer(Generic[T]):
         del self._queues[user], self._lane_rounds[user], self._taken_round[user]
         weight, run = self._weights.pop(user), self._run.pop(user)
         self._total_weight -= weight
+        if not self._queues:
+            self._total_weight = 0.0  # no drift from adding and taking away floats
         self._running_low.discard(user)
         if self.report_dry:
             self._ran_dry[user] = (weight, run)
