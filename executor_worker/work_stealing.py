@@ -50,6 +50,13 @@ hold as many after a look, was worse: the second before the weight-4 user's last
 alternated pairs. The executor that looks first is most often the faster one, and the
 larger half suits it (deploy/bench/results/2026-11-26/21-dispatcher-split.md).
 
+A look that held the jobs it took for its executor for 5 s (the executor holding their
+messages set its copies aside meanwhile) ended the duplicates of a user's last jobs, but
+the split of those jobs between the executors could no longer be evened out, and the
+weight-4 user's last second was 30-52 % off its share in three alternated pairs against
+11-18 %; held 0.5 s, it was worse in 9 of 10 pairs (median 19.1 % against 9.8 %;
+deploy/bench/results/2026-11-27/25-held-steals.md).
+
 A look is a query per shard, so there is at most one per ``interval``, for at most
 ``max_users`` users (the heaviest first).
 """
