@@ -228,7 +228,8 @@ class ShardRounds:
         demand = {user: min(capacity, room) for user, room in rooms.items() if room > 0}
         quotas = self.allocator.allocate(capacity=capacity, demand=demand, weights=weights)
         claimed, filled = self._claim(quotas)
-        drained = [user for user in quotas if user not in filled]
+        filled_now = set(filled)  # a set: a round may have a thousand users
+        drained = [user for user in quotas if user not in filled_now]
         # Capacity that users with room could not use goes to every user still backlogged,
         # by weight, the users at or over their share of the in-flight limit included: the
         # limit per user decides who goes first when capacity is short, not the throughput.
@@ -243,7 +244,8 @@ class ShardRounds:
             claimed.extend(batch)
             left -= len(batch)
             extra.update(job.user_id for job in batch)
-            drained.extend(user for user in top_up if user not in filled)
+            filled_now = set(filled)
+            drained.extend(user for user in top_up if user not in filled_now)
             if not batch:
                 break
         self.allocator.settle(extra=extra, drained=drained)
