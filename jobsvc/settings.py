@@ -226,6 +226,9 @@ SCHEDULER_POLL_INTERVAL = env_float("JOBSVC_SCHEDULER_POLL_INTERVAL_SECONDS", 0.
 # waits behind the rounds still being published (at most two): 1,000 keeps that short
 # while a flood is dispatched, at the drain speed 2,000 gave (deploy/bench light_user_wait).
 SCHEDULER_BATCH_SIZE = env_int("JOBSVC_SCHEDULER_BATCH_SIZE", 1000, minimum=1)
+# With many users due, a round claims at least this many jobs per due user: a round costs
+# about as much per user as per job (scheduler_worker.shard_rounds.round_size). 0: off.
+SCHEDULER_ROUND_JOBS_PER_USER = env_int("JOBSVC_SCHEDULER_ROUND_JOBS_PER_USER", 4, minimum=0)
 # Jobs of one shard published but not finished; the backlog beyond waits in PostgreSQL.
 # Executors read them ahead and start them in fair order, so the cap bounds memory, not
 # waiting; but a heavy user whose last jobs sit on one shard can have only its weighted

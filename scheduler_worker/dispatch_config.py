@@ -28,3 +28,6 @@ class DispatchConfig:
     # Listen on the shard's database for jobs created due now (jobsvc.jobs.due_now) and
     # send those of users with few in flight express at once (``dispatch_express``).
     listen_for_due: bool = False
+    # A round claims at least this many jobs per due user when that is more than
+    # ``batch_size`` (scheduler_worker.shard_rounds.round_size). 0: ``batch_size`` only.
+    round_jobs_per_user: int = 0

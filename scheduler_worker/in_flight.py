@@ -119,6 +119,12 @@ class ShardInFlight:
         self._limit = limit
         return limit - self.total()
 
+    def worth_a_round(self, size: int) -> float:
+        """Room below which a round of ``size`` waits: half of it, or of the limit."""
+        if not self.max_in_flight:
+            return 0
+        return min(size, self._limit) / 2
+
     def reserve(self, jobs: float) -> float:
         """Hold up to ``jobs`` of the room left (the limit as of the last ``room``, less the
         jobs in flight and those held already) for a claim about to run; how many were

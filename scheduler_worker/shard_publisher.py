@@ -59,14 +59,14 @@ class ShardPublisher:
             and self.producer.partition_count(self.config.express_topic)
         )
 
-    def room(self) -> int:
-        """Jobs a round may publish as far as the broker goes: a round's worth, less what
-        it has not acknowledged yet beyond ``_UNACKNOWLEDGED_ROUNDS`` rounds; 0 after
-        waiting up to a poll interval for the broker to catch up."""
-        limit = _UNACKNOWLEDGED_ROUNDS * self.config.batch_size
+    def room(self, round_size: int) -> int:
+        """Jobs a round of ``round_size`` may publish as far as the broker goes: a round's
+        worth, less what it has not acknowledged yet beyond ``_UNACKNOWLEDGED_ROUNDS``
+        such rounds; 0 after waiting up to a poll interval for the broker to catch up."""
+        limit = _UNACKNOWLEDGED_ROUNDS * round_size
         if not self._unacknowledged.wait_below(limit, self.config.poll_interval):
             return 0
-        return min(self.config.batch_size, limit - self._unacknowledged.count)
+        return min(round_size, limit - self._unacknowledged.count)
 
     def release_failed(self, *, epoch: int | None) -> None:
         """Make the jobs of the messages the broker failed due again (fenced by ``epoch``)."""

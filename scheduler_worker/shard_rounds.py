@@ -2,10 +2,11 @@
 
 One round (``dispatch_round``):
 
-1. capacity = batch size, less what the in-flight cap leaves (published, unfinished jobs);
-   at the cap, users with nothing in flight still get one job each
+1. users with due jobs (a loose index scan: cost grows with users, not with jobs);
+2. capacity = the round's size (the batch size, or a few jobs per due user if that is
+   more: ``round_size``), less what the in-flight cap leaves (published, unfinished
+   jobs); at the cap, users with nothing in flight still get one job each
    (``_claim_for_idle_users``);
-2. users with due jobs (a loose index scan: cost grows with users, not with jobs);
 3. each user's quota from the fair-share allocator and the users' weights; users below
    their weighted share of the in-flight cap go first (``scheduler_worker.in_flight``);
 4. claim: mark up to that many of each user's oldest due jobs queued, fenced by our epoch;
@@ -56,6 +57,24 @@ from scheduler_worker.shard_store import ClaimedJob, ShardStore
 logger = logging.getLogger(__name__)
 
 _MAX_CLAIM_PASSES = 3
+
+
+def round_size(batch_size: int, due_users: int, *, jobs_per_user: int) -> int:
+    """How many jobs a round may claim: ``batch_size``, or ``jobs_per_user`` for each due
+    user if that is more (the in-flight limit and the broker's room still apply).
+
+    A round costs about as much per due user as per job: the loose index scan finds each
+    user, the claim probes each user's due range, the allocation and the publishing order
+    go through every user. With a thousand users due on a shard, a round of 1,000 jobs
+    gave each one job and took 0.5 s, and the schedulers, not the executors, set the
+    drain rate, the executors using under half a core of the two (deploy/bench
+    fairness_thousand_users). A few jobs per user and round are as fair: the allocation
+    gives each user its weighted share of the round. Such a round waits for room for
+    half of it under the in-flight limit (``ShardInFlight.worth_a_round``): rounds of a
+    few hundred jobs for a thousand users, as fast as room came, made that drain 15 %
+    slower (deploy/bench/results/2026-11-27/26-round-size.md).
+    """
+    return max(batch_size, jobs_per_user * due_users)
 
 
 class Weights(Protocol):
@@ -145,15 +164,20 @@ class ShardRounds:
 
     def _dispatch_round(self) -> int:
         self.publisher.release_failed(epoch=self.epoch)
-        broker_room = self.publisher.room()
-        if broker_room <= 0:
-            return 0
-        capacity = min(broker_room, self._in_flight.room())
         users = self.store.due_users(ahead=self.config.dispatch_ahead)
         weights = self.weights.weights_for(users) if users else {}
         self._backlogged.observe(weights)
         if not users:
             return 0
+        size = round_size(
+            self.config.batch_size, len(users), jobs_per_user=self.config.round_jobs_per_user
+        )
+        broker_room = self.publisher.room(size)
+        if broker_room <= 0:
+            return 0
+        capacity = min(broker_room, self._in_flight.room())
+        if size > self.config.batch_size and capacity < self._in_flight.worth_a_round(size):
+            capacity = 0  # a round sized by its users waits for room for half of it
         if not self._claiming.is_set():
             return 0  # paused (ZooKeeper connection suspended): claim nothing new
         in_flight = self._in_flight.counts(users)  # before this round's claims count

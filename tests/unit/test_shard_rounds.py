@@ -131,6 +131,7 @@ def shard_rounds(
     producer: AcknowledgingProducer | None = None,
     clock=None,
     express_topic: str = "",
+    round_jobs_per_user: int = 0,
 ):
     """The rounds of ``shard``; its clock moves a second each time it is read, unless
     ``clock`` is given: every round counts the shard's jobs in flight."""
@@ -147,6 +148,7 @@ def shard_rounds(
             sweep_interval=5.0,
             publish_timeout=1.0,
             express_topic=express_topic,
+            round_jobs_per_user=round_jobs_per_user,
         ),
         clock=clock or itertools.count(step=1.0).__next__,
         weights=FixedWeights(weights),
@@ -287,6 +289,50 @@ def test_the_share_of_the_limit_orders_users_it_does_not_throttle_a_flood():
     assert shard.claimed[flood] == 1000
     assert rounds.dispatch_round() == 2000  # alone now, over its share: still served
     assert shard.claimed[flood] == 3000
+
+
+def test_with_many_users_due_a_round_gives_each_a_few_jobs_by_weight_not_one():
+    """A round costs about as much per user as per job: with a thousand users due, a
+    round of the batch size alone gave each one job, and rounds set the drain rate."""
+    shard = InMemoryShard()
+    weights = {user: 1.0 if user % 2 else 2.0 for user in range(1000)}
+    for user in weights:
+        shard.add(user, FLOOD)
+    rounds = shard_rounds(
+        shard, weights, batch_size=1000, max_in_flight=100_000, round_jobs_per_user=4
+    )
+
+    assert [rounds.dispatch_round() for _ in range(3)] == [4000] * 3
+    assert {shard.claimed[user] for user in weights if weights[user] == 1.0} == {8}
+    assert {shard.claimed[user] for user in weights if weights[user] == 2.0} == {16}
+
+
+def test_a_round_sized_by_its_users_still_keeps_to_the_shards_in_flight_limit():
+    shard = InMemoryShard()
+    for user in range(1000):
+        shard.add(user, FLOOD)
+    rounds = shard_rounds(shard, {}, batch_size=1000, max_in_flight=2500, round_jobs_per_user=4)
+
+    assert rounds.dispatch_round() == 2500
+    assert rounds.dispatch_round() == 0  # full: the jobs wait in the database
+
+
+def test_a_round_sized_by_its_users_waits_for_room_for_half_of_it():
+    shard = InMemoryShard()
+    users = range(1000)
+    for user in users:
+        shard.add(user, FLOOD)
+    rounds = shard_rounds(shard, {}, batch_size=1000, max_in_flight=8000, round_jobs_per_user=4)
+    assert rounds.dispatch_round() + rounds.dispatch_round() == 8000  # 8 each: full
+
+    finished = sum(shard.finish(user) for user in range(200))
+    assert finished == 1600  # room for less than half a round of 4,000
+    before = dict(shard.claimed)
+    assert rounds.dispatch_round() == 200  # only the users with none in flight, one each
+    assert all(shard.claimed[user] - before[user] == (user < 200) for user in users)
+
+    assert sum(shard.finish(user) for user in range(200, 500)) == 2400
+    assert rounds.dispatch_round() == 1600 - 200 + 2400
 
 
 def gauge(name: str, shard: int, weight_class: str) -> float | None:

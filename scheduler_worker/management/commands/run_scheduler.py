@@ -50,6 +50,7 @@ class Command(BaseCommand):
                 topic=settings.KAFKA_JOBS_TOPIC,
                 dead_letter_topic=settings.KAFKA_DEAD_LETTER_TOPIC,
                 batch_size=options["batch_size"],
+                round_jobs_per_user=settings.SCHEDULER_ROUND_JOBS_PER_USER,
                 max_in_flight=options["max_in_flight"],
                 target_queue_wait=settings.SCHEDULER_TARGET_QUEUE_WAIT,
                 poll_interval=settings.SCHEDULER_POLL_INTERVAL,
