@@ -126,7 +126,7 @@ class FairShareAllocator:
         return {user: n for user, n in slots.items() if n > 0}
 
     def top_up(
-        self, *, capacity: int, users: Sequence[int], weights: Mapping[int, float]
+        self, *, capacity: int, users: Iterable[int], weights: Mapping[int, float]
     ) -> dict[int, int]:
         """Share slots left over in a tick among users who used their whole allocation.
 

@@ -252,12 +252,11 @@ class ShardRounds:
         demand = {user: min(capacity, room) for user, room in rooms.items() if room > 0}
         quotas = self.allocator.allocate(capacity=capacity, demand=demand, weights=weights)
         claimed, filled = self._claim(quotas)
-        filled_now = set(filled)  # a set: a round may have a thousand users
-        drained = [user for user in quotas if user not in filled_now]
+        drained = [user for user in quotas if user not in filled]
         # Capacity that users with room could not use goes to every user still backlogged,
         # by weight, the users at or over their share of the in-flight limit included: the
         # limit per user decides who goes first when capacity is short, not the throughput.
-        filled += [user for user in users if rooms[user] <= 0]
+        filled |= {user for user in users if rooms[user] <= 0}
         extra: Counter[int] = Counter()
         left = capacity - len(claimed)
         for _ in range(_MAX_CLAIM_PASSES - 1):
@@ -268,8 +267,7 @@ class ShardRounds:
             claimed.extend(batch)
             left -= len(batch)
             extra.update(job.user_id for job in batch)
-            filled_now = set(filled)
-            drained.extend(user for user in top_up if user not in filled_now)
+            drained.extend(user for user in top_up if user not in filled)
             if not batch:
                 break
         self.allocator.settle(extra=extra, drained=drained)
@@ -294,8 +292,9 @@ class ShardRounds:
         metrics.JOBS_PAST_THE_LIMIT.labels(self._shard_label).inc(len(claimed))
         return claimed
 
-    def _claim(self, quotas: dict[int, int]) -> tuple[list[ClaimedJob], list[int]]:
-        """Claim up to each user's quota; also return the users who got their whole quota."""
+    def _claim(self, quotas: dict[int, int]) -> tuple[list[ClaimedJob], set[int]]:
+        """Claim up to each user's quota; also return the users who got their whole quota
+        (a set: a round may have a thousand users to look up in it)."""
         batch = self.store.claim(
             epoch=self.epoch,
             quotas=quotas,
@@ -303,4 +302,4 @@ class ShardRounds:
             ahead=self.config.dispatch_ahead,
         )
         got = Counter(job.user_id for job in batch)
-        return batch, [user for user, quota in quotas.items() if quota and got[user] >= quota]
+        return batch, {user for user, quota in quotas.items() if quota and got[user] >= quota}
