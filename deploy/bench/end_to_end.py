@@ -28,7 +28,6 @@ import os
 import statistics
 import time
 import uuid
-from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -38,6 +37,7 @@ from django.db import connections
 from django.utils import timezone
 
 from deploy.bench.processes import WorkerProcess
+from deploy.bench.stack_cpu import CpuUsed, StackCpu
 from jobsvc.accounts.models import User
 from jobsvc.jobs import store
 from jobsvc.jobs.specs import JobSpec
@@ -180,9 +180,8 @@ def run_once(
         finished=finished,
         latencies=latencies,
         peak_rss=peak_rss,
-        cpu_used={kind: cpu_after[kind] - cpu_before.get(kind, 0.0) for kind in cpu_after},
+        cpu_used=CpuUsed.between(cpu_before, cpu_after, ended - cpu_from),
         cpu_jobs=cpu_jobs,
-        cpu_seconds=ended - cpu_from,
     )
 
 
@@ -192,23 +191,16 @@ def _result(
     finished: list[float],
     latencies: list[float],
     peak_rss: dict[str, float],
-    cpu_used: dict[str, float],
+    cpu_used: CpuUsed,
     cpu_jobs: int,
-    cpu_seconds: float,
 ) -> RunResult:
-    """``cpu_used``: CPU seconds by kind during the ``cpu_seconds`` the last ``cpu_jobs``
-    jobs took (start-up excluded)."""
+    """``cpu_used``: CPU seconds by kind while the last ``cpu_jobs`` jobs ran (start-up
+    excluded)."""
     jobs = len(finished)
     finished.sort()
     latencies.sort()
     t10, t90 = finished[int(jobs * 0.1)], finished[int(jobs * 0.9) - 1]
-    machine = cpu_used.pop(StackCpu.MACHINE)
-    stack = sum(cpu_used.values())
-    per_job = {
-        kind: round(1e6 * seconds / max(cpu_jobs, 1), 1)
-        for kind, seconds in sorted(cpu_used.items())
-    }
-    per_job["total"] = round(1e6 * stack / max(cpu_jobs, 1), 1)
+    cores = cpu_used.cores()
     return RunResult(
         schedulers=config.schedulers,
         executors=config.executors,
@@ -222,8 +214,8 @@ def _result(
         latency_ms_p99=round(1000 * latencies[int(len(latencies) * 0.99) - 1], 1),
         executor_rss_mb_peak=round(peak_rss["executor"], 1),
         scheduler_rss_mb_peak=round(peak_rss["scheduler"], 1),
-        cpu_us_per_job=per_job,
-        other_load_cores=round(max(0.0, machine - stack) / max(cpu_seconds, 1e-3), 2),
+        cpu_us_per_job=cpu_used.per_job_us(cpu_jobs),
+        other_load_cores=round(max(0.0, cores["machine"] - cores["stack"]), 2),
     )
 
 
@@ -339,70 +331,6 @@ def _aliases() -> list[str]:
 
 
 # --- the processes' side ----------------------------------------------------------------
-
-
-class StackCpu:
-    """CPU seconds used so far by the stack's processes, by kind, read from /proc.
-
-    The stack is every descendant of the launcher (``make bench``): its servers, this
-    suite and the workers it starts. ``MACHINE`` is the whole machine's busy time, so
-    that the load of everything else can be told apart.
-    """
-
-    MACHINE = "machine"
-    _KINDS = (  # the first marker found in a process's command line names its kind
-        ("run_executor", "executor"),
-        ("run_scheduler", "scheduler"),
-        ("postgres", "postgres"),
-        ("tansu", "broker"),
-        ("zookeeper", "zookeeper"),
-    )
-
-    def __init__(self, *, launcher_pid: int) -> None:
-        self.launcher_pid = launcher_pid
-        self._ticks = os.sysconf("SC_CLK_TCK")
-
-    def sample(self) -> dict[str, float]:
-        parents: dict[int, int] = {}
-        seconds: dict[int, float] = {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat") as stat_file:
-                    stat = stat_file.read()
-            except OSError:  # exited meanwhile
-                continue
-            fields = stat[stat.rindex(")") + 2 :].split()
-            parents[int(entry)] = int(fields[1])
-            seconds[int(entry)] = (int(fields[11]) + int(fields[12])) / self._ticks
-        used: dict[str, float] = defaultdict(float)
-        for pid, cpu_seconds in seconds.items():
-            if self._descends(pid, parents):
-                used[self._kind(pid)] += cpu_seconds
-        used[self.MACHINE] = self._machine_busy()
-        return dict(used)
-
-    def _descends(self, pid: int, parents: dict[int, int]) -> bool:
-        while pid > 1:
-            if pid == self.launcher_pid:
-                return True
-            pid = parents.get(pid, 0)
-        return False
-
-    def _kind(self, pid: int) -> str:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                command = cmdline.read().decode(errors="replace")
-        except OSError:
-            return "other"
-        return next((kind for marker, kind in self._KINDS if marker in command), "other")
-
-    def _machine_busy(self) -> float:
-        with open("/proc/stat") as stat:
-            ticks = [int(value) for value in stat.readline().split()[1:]]
-        idle, iowait = ticks[3], ticks[4]
-        return (sum(ticks) - idle - iowait) / self._ticks
 
 
 def _rss_mb(pid: int) -> float:

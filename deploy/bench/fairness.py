@@ -29,6 +29,7 @@ running it. The default topology runs: every shard, 2 schedulers, 2 executors.
 from __future__ import annotations
 
 import bisect
+import os
 import statistics
 import time
 from collections import Counter, defaultdict
@@ -36,6 +37,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import connections
 
 from deploy.bench.api_create import served_api
@@ -65,6 +67,7 @@ from deploy.bench.shares import (
     shares,
     weighted_shares,
 )
+from deploy.bench.stack_cpu import CpuUsed, CpuWindow
 from deploy.webhook_receiver import LOOPBACK_WEBHOOKS, Receiver
 
 WEIGHTS = (1.0, 2.0, 4.0)
@@ -90,7 +93,9 @@ def _run_fairness(context, *, per_user: int, webhooks: bool) -> dict:
             due = _create_all(
                 stack.api, dict.fromkeys(stack.users, per_user), job_fields=stack.job_fields
             )
+            cpu = cpu_of_drain(due)
             _wait_until_all_finished(len(stack.users) * per_user, workers)
+            cpu_used = cpu.stop()
         starts = _started(stack.users)
         deliveries = stack.receiver.deliveries() if stack.receiver else []
     jobs = (
@@ -100,6 +105,7 @@ def _run_fairness(context, *, per_user: int, webhooks: bool) -> dict:
         else f"{per_user:,} no-op jobs each, created through the API in "
     )
     result = _fairness_result(starts, stack.users, due, jobs)
+    add_cpu(result, cpu_used, jobs=len(stack.users) * per_user)
     if webhooks:
         seen = Counter(Counter(delivery.job_id for delivery in deliveries).values())
         result["deliveries_per_job"] = {str(times): n for times, n in sorted(seen.items())}
@@ -295,6 +301,31 @@ def _create_all(
     parts = [(user, part) for user in jobs_per_user for part in range(CREATE_THREADS_PER_USER)]
     create_before(due, create, parts, threads=len(parts))
     return due
+
+
+def cpu_of_drain(due: float) -> CpuWindow:
+    """A CPU window opened just before the schedulers may dispatch the jobs due at ``due``
+    (every create request is done by then): what it measures is the drain's work."""
+    # The scenario's schedule, not a synchronisation: nothing is dispatched before then.
+    time.sleep(max(0.0, due - settings.SCHEDULER_DISPATCH_AHEAD - 0.5 - time.time()))
+    window = CpuWindow()
+    window.start()
+    return window
+
+
+def add_cpu(result: dict, used: CpuUsed, *, jobs: int) -> None:
+    """The drain's CPU per started job by kind of process and the cores it kept busy,
+    into the scenario's result and its Markdown."""
+    per_job, cores = used.per_job_us(jobs), used.cores()
+    result["cpu_us_per_started_job"], result["cores_busy"] = per_job, cores
+    result["markdown"] += (
+        f"\n\nCPU per started job, from just before the jobs were due until the last "
+        f"finished: {per_job['total']:.0f} µs (executors {per_job.get('executor', 0):.0f}, "
+        f"schedulers {per_job.get('scheduler', 0):.0f}, PostgreSQL "
+        f"{per_job.get('postgres', 0):.0f}, broker {per_job.get('broker', 0):.0f}, other "
+        f"{per_job.get('other', 0):.0f}); cores busy meanwhile: the stack {cores['stack']}, "
+        f"the machine {cores['machine']} of {os.cpu_count()}."
+    )
 
 
 def _wait_until_all_finished(total: int, workers) -> None:

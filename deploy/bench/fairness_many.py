@@ -57,6 +57,8 @@ from deploy.bench.fairness import (
     _ms,
     _started,
     _wait_until_all_finished,
+    add_cpu,
+    cpu_of_drain,
 )
 from deploy.bench.shares import (
     backlogged_windows,
@@ -114,8 +116,10 @@ def run_fairness_thousand_users(context) -> dict:
     env = _scenario_env(context, "fair-thousand")
     with served_api(context, env=env) as api, _clean_slate([1.0] * n_users) as users:
         with _workers(context, env, schedulers=2, executors=2) as workers:
-            _create_pooled(api, dict.fromkeys(users, per_user))
+            due = _create_pooled(api, dict.fromkeys(users, per_user))
+            cpu = cpu_of_drain(due)
             _wait_until_all_finished(n_users * per_user, workers)
+            cpu_used = cpu.stop()
         starts = _started(users)
     result = _first_starts_and_spread(starts)
     result["users"], result["jobs_per_user"] = n_users, per_user
@@ -126,6 +130,7 @@ def run_fairness_thousand_users(context) -> dict:
         f"per user ({CREATE_THREADS} at a time), all due at one instant",
     )
     result["markdown"] = _thousand_markdown(result)
+    add_cpu(result, cpu_used, jobs=n_users * per_user)
     return result
 
 

@@ -1,0 +1,48 @@
+"""CPU by kind of process, as the benchmarks report it: a window's arithmetic, and
+sampling this machine's /proc for the launcher's descendants."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from deploy.bench.stack_cpu import CpuUsed, StackCpu
+
+
+def test_per_job_and_cores_count_only_what_the_window_used():
+    before = {"executor": 10.0, "postgres": 4.0, StackCpu.MACHINE: 100.0}
+    after = {"executor": 12.0, "postgres": 5.0, "scheduler": 0.5, StackCpu.MACHINE: 105.0}
+
+    used = CpuUsed.between(before, after, seconds=2.0)
+
+    # 2 s of executors, 1 s of PostgreSQL and a scheduler that started meanwhile (0.5 s)
+    assert used.per_job_us(10_000) == {
+        "executor": 200.0,
+        "postgres": 100.0,
+        "scheduler": 50.0,
+        "total": 350.0,
+    }
+    assert used.cores() == {
+        "executor": 1.0,
+        "postgres": 0.5,
+        "scheduler": 0.25,
+        "stack": 1.75,
+        "machine": 2.5,
+    }
+
+
+def test_a_descendant_is_counted_by_the_kind_its_command_line_names():
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 60: pass"
+    cpu = StackCpu(launcher_pid=os.getpid())  # the launcher: this process
+    child = subprocess.Popen([sys.executable, "-c", burn, "run_executor"])
+    try:
+        deadline = time.monotonic() + 30
+        while (used := cpu.sample()).get("executor", 0.0) < 0.2:
+            assert time.monotonic() < deadline, f"no executor CPU counted: {used}"
+            time.sleep(0.05)  # polling the child's CPU time, bounded by the deadline
+        assert used.get("scheduler", 0.0) == 0.0  # nothing else was called one
+    finally:
+        child.kill()
+        child.wait()
