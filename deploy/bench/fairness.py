@@ -9,6 +9,9 @@ running it. The default topology runs: every shard, 2 schedulers, 2 executors.
   which all three still had jobs waiting to start: each user's share of the started jobs
   against its weighted share (the deviation relative to that share), and Jain's index of
   share / weighted share.
+- ``fairness_single_creates``: the same, but each job is created in a request of its own
+  (``SINGLE_THREADS_PER_USER`` requests at a time per user), as clients that create jobs
+  one by one do: each job's shard is its own id's, not dealt with its bulk request's.
 - ``fairness_webhooks``: the same with jobs of the ``http`` handler (8,000 each; quick:
   3,000) delivered to a webhook receiver in the bench process: jobs that need a handler
   thread, which executors start only as threads come free. Also reported: how many
@@ -74,6 +77,8 @@ WEIGHTS = (1.0, 2.0, 4.0)
 LIGHT_JOBS = 20
 FLOOD_LEFT = 1000  # a light job counts if the flood had at least this many still to start
 CREATE_THREADS_PER_USER = 2  # concurrent create requests per user
+SINGLE_THREADS_PER_USER = 4  # the same for requests of one job each
+SINGLE_CREATE_RATE_FLOOR = 400  # jobs/s single creates reach at least, on a busy 2-core VM
 DRAIN_RATE_GUESS = 15_000  # jobs/s, to spread the light jobs through the flood's drain
 WEBHOOK_DRAIN_RATE_GUESS = 800  # the same for webhook jobs (fairness_webhooks: 836/s)
 
@@ -86,13 +91,23 @@ def run_fairness_webhooks(context) -> dict:
     return _run_fairness(context, per_user=3_000 if context.quick else 8_000, webhooks=True)
 
 
-def _run_fairness(context, *, per_user: int, webhooks: bool) -> dict:
-    name = "fairness-webhooks" if webhooks else "fairness-e2e"
+def run_fairness_single_creates(context) -> dict:
+    return _run_fairness(
+        context, per_user=10_000 if context.quick else 30_000, webhooks=False, bulk=False
+    )
+
+
+def _run_fairness(context, *, per_user: int, webhooks: bool, bulk: bool = True) -> dict:
+    name = "fairness-webhooks" if webhooks else "fairness-e2e" if bulk else "fairness-single"
     with _stack(context, name, WEIGHTS, webhooks=webhooks) as stack:
         with _workers(context, stack.env, schedulers=2, executors=2) as workers:
-            due = _create_all(
-                stack.api, dict.fromkeys(stack.users, per_user), job_fields=stack.job_fields
-            )
+            jobs_per_user = dict.fromkeys(stack.users, per_user)
+            creating = time.monotonic()
+            if bulk:
+                due = _create_all(stack.api, jobs_per_user, job_fields=stack.job_fields)
+            else:
+                due = _create_one_at_a_time(stack.api, jobs_per_user)
+            create_rate = len(stack.users) * per_user / (time.monotonic() - creating)
             cpu = cpu_of_drain(due)
             _wait_until_all_finished(len(stack.users) * per_user, workers)
             cpu_used = cpu.stop()
@@ -104,7 +119,13 @@ def _run_fairness(context, *, per_user: int, webhooks: bool) -> dict:
         if webhooks
         else f"{per_user:,} no-op jobs each, created through the API in "
     )
+    jobs += (
+        f"requests of {BULK:,}"
+        if bulk
+        else f"requests of one job ({SINGLE_THREADS_PER_USER} at a time per user)"
+    )
     result = _fairness_result(starts, stack.users, due, jobs)
+    result["created_jobs_per_second"] = round(create_rate)
     add_cpu(result, cpu_used, jobs=len(stack.users) * per_user)
     if webhooks:
         seen = Counter(Counter(delivery.job_id for delivery in deliveries).values())
@@ -124,7 +145,7 @@ def _fairness_result(starts: dict[int, list[float]], users: list[int], due: floa
     result["setup"] = _setup(
         schedulers=2,
         executors=2,
-        extra=f"weights 1, 2, 4; {jobs}requests of {BULK:,}, all due at one instant",
+        extra=f"weights 1, 2, 4; {jobs}, all due at one instant",
     )
     result["markdown"] = _shares_markdown(result)
     return result
@@ -299,6 +320,25 @@ def _create_all(
             post_jobs(api, tokens[user], [job_body(due) | (job_fields or {})] * count)
 
     parts = [(user, part) for user in jobs_per_user for part in range(CREATE_THREADS_PER_USER)]
+    create_before(due, create, parts, threads=len(parts))
+    return due
+
+
+def _create_one_at_a_time(api: str, jobs_per_user: dict[int, int]) -> float:
+    """Every user creates its jobs one a request, SINGLE_THREADS_PER_USER requests at a
+    time, users side by side; return when the jobs are due (after every request is done).
+    Each job's shard is then its own id's, as for any single create."""
+    tokens = tokens_for(jobs_per_user)
+    expected = sum(jobs_per_user.values()) / SINGLE_CREATE_RATE_FLOOR
+    due = time.time() + CREATE_LEAD + expected
+    body = job_body(due)
+
+    def create(user_part: tuple[int, int]) -> None:
+        user, part = user_part
+        for _ in range(part, jobs_per_user[user], SINGLE_THREADS_PER_USER):
+            post_jobs(api, tokens[user], body)
+
+    parts = [(user, part) for user in jobs_per_user for part in range(SINGLE_THREADS_PER_USER)]
     create_before(due, create, parts, threads=len(parts))
     return due
 

@@ -12,6 +12,7 @@ they are missing. What each one reads:
   weighted share.
 - ``fairness_end_to_end``: ``started_per_second`` (``{user: [jobs started in each second]}``)
   and ``ideal_shares``: each user's started jobs per second, over the whole drain.
+  ``fairness_single_creates`` and ``fairness_webhooks`` plot the same.
 - ``fairness_many_users``: the same, by weight class (``{"1": [...], "10": [...]}``).
 - ``fairness_thousand_users``: ``started_per_second`` as ``{"min"|"median"|"max": [...]}``,
   over the users, for each second.
@@ -146,6 +147,10 @@ def started_plots(result: dict, out: Path, *, name: str = "fairness", what: str 
     title = f"Started {what}jobs per second per user (API in, started_at out)"
     figure = _started_figure({f"weight {u}": started[u] for u in order}, title=title)
     return [_save(figure, out, f"{name}_started_per_second.png", title)]
+
+
+def single_started_plots(result: dict, out: Path) -> list[Plot]:
+    return started_plots(result, out, name="fairness_single_creates")
 
 
 def webhook_started_plots(result: dict, out: Path) -> list[Plot]:
@@ -285,6 +290,7 @@ PLOTTERS: dict[str, Callable[[dict, Path], list[Plot]]] = {
     "dispatch_lateness": lateness_plots,
     "dispatch_fairness": fairness_plots,
     "fairness_end_to_end": started_plots,
+    "fairness_single_creates": single_started_plots,
     "fairness_webhooks": webhook_started_plots,
     "fairness_many_users": class_started_plots,
     "fairness_thousand_users": spread_started_plots,

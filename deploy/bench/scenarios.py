@@ -53,6 +53,12 @@ def fairness_end_to_end(context: BenchContext) -> dict:
     return run_fairness_end_to_end(context)
 
 
+def fairness_single_creates(context: BenchContext) -> dict:
+    from deploy.bench.fairness import run_fairness_single_creates
+
+    return run_fairness_single_creates(context)
+
+
 def fairness_webhooks(context: BenchContext) -> dict:
     from deploy.bench.fairness import run_fairness_webhooks
 
@@ -126,6 +132,7 @@ SCENARIOS: dict[str, Callable[[BenchContext], dict]] = {
     "dispatch_lateness": dispatch_lateness,
     "dispatch_fairness": dispatch_fairness,
     "fairness_end_to_end": fairness_end_to_end,
+    "fairness_single_creates": fairness_single_creates,
     "fairness_webhooks": fairness_webhooks,
     "light_user_wait": light_user_wait,
     "light_user_wait_webhooks": light_user_wait_webhooks,
