@@ -30,6 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes: the suite in minutes")
     parser.add_argument("--only", nargs="*", choices=sorted(SCENARIOS), help="scenarios to run")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results directory")
+    parser.add_argument(
+        "--job-times",
+        action="store_true",
+        help="fairness scenarios also write every job's shard, dispatch and start times",
+    )
     args = parser.parse_args(argv)
     stop_on_sigterm()  # the launcher passes SIGTERM on: the scenario's workers must stop
     if "JOBSVC_CONTROL_DB_URL" not in os.environ:
@@ -39,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
 
     django.setup()
     args.out.mkdir(parents=True, exist_ok=True)
-    context = BenchContext(quick=args.quick, out=args.out, env=dict(os.environ))
+    context = BenchContext(
+        quick=args.quick, out=args.out, env=dict(os.environ), job_times=args.job_times
+    )
     machine = {
         "cores": os.cpu_count(),
         "python": platform.python_version(),

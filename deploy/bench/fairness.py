@@ -61,6 +61,7 @@ from deploy.bench.dispatch import (
     _wait,
     _workers,
 )
+from deploy.bench.job_times import save_job_times
 from deploy.bench.shares import (
     backlogged_windows,
     jain_index,
@@ -84,20 +85,25 @@ WEBHOOK_DRAIN_RATE_GUESS = 800  # the same for webhook jobs (fairness_webhooks: 
 
 
 def run_fairness_end_to_end(context) -> dict:
-    return _run_fairness(context, per_user=20_000 if context.quick else 30_000, webhooks=False)
+    per_user = 20_000 if context.quick else 30_000
+    return _run_fairness(context, "fairness_end_to_end", per_user=per_user, webhooks=False)
 
 
 def run_fairness_webhooks(context) -> dict:
-    return _run_fairness(context, per_user=3_000 if context.quick else 8_000, webhooks=True)
+    per_user = 3_000 if context.quick else 8_000
+    return _run_fairness(context, "fairness_webhooks", per_user=per_user, webhooks=True)
 
 
 def run_fairness_single_creates(context) -> dict:
+    per_user = 10_000 if context.quick else 30_000
     return _run_fairness(
-        context, per_user=10_000 if context.quick else 30_000, webhooks=False, bulk=False
+        context, "fairness_single_creates", per_user=per_user, webhooks=False, bulk=False
     )
 
 
-def _run_fairness(context, *, per_user: int, webhooks: bool, bulk: bool = True) -> dict:
+def _run_fairness(
+    context, scenario: str, *, per_user: int, webhooks: bool, bulk: bool = True
+) -> dict:
     name = "fairness-webhooks" if webhooks else "fairness-e2e" if bulk else "fairness-single"
     with _stack(context, name, WEIGHTS, webhooks=webhooks) as stack:
         with _workers(context, stack.env, schedulers=2, executors=2) as workers:
@@ -112,6 +118,8 @@ def _run_fairness(context, *, per_user: int, webhooks: bool, bulk: bool = True) 
             _wait_until_all_finished(len(stack.users) * per_user, workers)
             cpu_used = cpu.stop()
         starts = _started(stack.users)
+        if context.job_times:
+            save_job_times(context.out, scenario, stack.users)
         deliveries = stack.receiver.deliveries() if stack.receiver else []
     jobs = (
         f"{per_user:,} jobs each of the http handler, delivered to a webhook receiver in the "

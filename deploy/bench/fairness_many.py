@@ -60,6 +60,7 @@ from deploy.bench.fairness import (
     add_cpu,
     cpu_of_drain,
 )
+from deploy.bench.job_times import save_job_times
 from deploy.bench.shares import (
     backlogged_windows,
     coefficient_of_variation,
@@ -95,6 +96,8 @@ def run_fairness_many_users(context) -> dict:
             due = _create_pooled(api, dict.fromkeys(users, per_user))
             _wait_until_all_finished(len(users) * per_user, workers)
         starts = _started(users)
+        if context.job_times:
+            save_job_times(context.out, "fairness_many_users", users)
     weight_of = dict(zip(users, weights, strict=True))
     result = _class_shares(starts, weight_of)
     result["late_ms_p99"] = _ms(
@@ -121,6 +124,8 @@ def run_fairness_thousand_users(context) -> dict:
             _wait_until_all_finished(n_users * per_user, workers)
             cpu_used = cpu.stop()
         starts = _started(users)
+        if context.job_times:
+            save_job_times(context.out, "fairness_thousand_users", users)
     result = _first_starts_and_spread(starts)
     result["users"], result["jobs_per_user"] = n_users, per_user
     result["setup"] = _setup(

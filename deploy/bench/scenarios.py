@@ -15,6 +15,7 @@ class BenchContext:
     quick: bool  # small sizes, for a run of a few minutes
     out: Path  # where results and plots go
     env: dict[str, str]  # the stack's environment, for the processes a scenario starts
+    job_times: bool = False  # fairness scenarios also save every job's times (job_times.py)
 
 
 def api_create(context: BenchContext) -> dict:
