@@ -94,7 +94,9 @@ def run_fairness_many_users(context) -> dict:
     with served_api(context, env=env) as api, _clean_slate(weights) as users:
         with _workers(context, env, schedulers=2, executors=2) as workers:
             due = _create_pooled(api, dict.fromkeys(users, per_user))
+            cpu = cpu_of_drain(due)
             _wait_until_all_finished(len(users) * per_user, workers)
+            cpu_used = cpu.stop()
         starts = _started(users)
         if context.job_times:
             save_job_times(context.out, "fairness_many_users", users)
@@ -111,6 +113,7 @@ def run_fairness_many_users(context) -> dict:
         "a time), all due at one instant",
     )
     result["markdown"] = _class_markdown(result)
+    add_cpu(result, cpu_used, jobs=len(users) * per_user)
     return result
 
 

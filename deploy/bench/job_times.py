@@ -5,9 +5,10 @@ which shard it was on, when it was dispatched and when it started. With ``--job-
 the fairness scenarios write ``<scenario>_job_times.json`` next to the report:
 
     {"users": [user id, ...],
-     "jobs": [[user id, shard, dispatched_at, started_at, attempts], ...]}
+     "jobs": [[job id, user id, shard, dispatched_at, started_at, attempts], ...]}
 
-times in seconds since the epoch. The 1,000-user drain's tail was found this way
+times in seconds since the epoch, in order of start; the job id joins them to workers'
+logs and traces. The 1,000-user drain's tail was found this way
 (deploy/bench/results/2026-11-27/27-cpu-and-single-creates.md).
 """
 
@@ -22,7 +23,7 @@ from deploy.bench.dispatch import _on_every_shard
 def save_job_times(out: Path, scenario: str, users: list[int]) -> Path:
     """Write the times of every job of ``users``; the file's path."""
     jobs = _on_every_shard(
-        "SELECT user_id, shard_id, extract(epoch FROM dispatched_at)::float8,"
+        "SELECT id, user_id, shard_id, extract(epoch FROM dispatched_at)::float8,"
         " extract(epoch FROM started_at)::float8, attempts"
         " FROM jobs WHERE user_id = ANY(%(users)s) ORDER BY started_at",
         {"users": users},
