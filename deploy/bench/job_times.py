@@ -7,8 +7,8 @@ the fairness scenarios write ``<scenario>_job_times.json`` next to the report:
     {"users": [user id, ...],
      "jobs": [[job id, user id, shard, dispatched_at, started_at, attempts], ...]}
 
-times in seconds since the epoch, in order of start; the job id joins them to workers'
-logs and traces. The 1,000-user drain's tail was found this way
+times in seconds since the epoch, in order of start (jobs never started last); the job
+id joins them to workers' logs and traces. The 1,000-user drain's tail was found this way
 (deploy/bench/results/2026-11-27/27-cpu-and-single-creates.md).
 """
 
@@ -25,9 +25,10 @@ def save_job_times(out: Path, scenario: str, users: list[int]) -> Path:
     jobs = _on_every_shard(
         "SELECT id, user_id, shard_id, extract(epoch FROM dispatched_at)::float8,"
         " extract(epoch FROM started_at)::float8, attempts"
-        " FROM jobs WHERE user_id = ANY(%(users)s) ORDER BY started_at",
+        " FROM jobs WHERE user_id = ANY(%(users)s)",
         {"users": users},
     )
+    jobs.sort(key=lambda job: (job[4] is None, job[4] or 0.0))  # by start, never started last
     path = out / f"{scenario}_job_times.json"
     path.write_text(json.dumps({"users": users, "jobs": [list(job) for job in jobs]}))
     return path

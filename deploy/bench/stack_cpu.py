@@ -2,8 +2,8 @@
 
 On a shared 2-core VM the same run can be a third faster or slower from hour to hour, so
 jobs/s alone cannot tell a cheaper build from a quieter machine; CPU seconds per job by
-kind of process (executors, schedulers, PostgreSQL, the broker) can, and they say which
-process a run was waiting for when the machine's cores were all busy.
+kind of process (executors, schedulers, PostgreSQL, the broker) can, and they say where
+the CPU went when the machine's cores were all busy.
 """
 
 from __future__ import annotations
