@@ -114,9 +114,7 @@ def _run_fairness(
             else:
                 due = _create_one_at_a_time(stack.api, jobs_per_user)
             create_rate = len(stack.users) * per_user / (time.monotonic() - creating)
-            cpu = cpu_of_drain(due)
-            _wait_until_all_finished(len(stack.users) * per_user, workers)
-            cpu_used = cpu.stop()
+            cpu_used = drain_cpu(due, len(stack.users) * per_user, workers)
         starts = _started(stack.users)
         if context.job_times:
             save_job_times(context.out, scenario, stack.users)
@@ -351,14 +349,16 @@ def _create_one_at_a_time(api: str, jobs_per_user: dict[int, int]) -> float:
     return due
 
 
-def cpu_of_drain(due: float) -> CpuWindow:
-    """A CPU window opened just before the schedulers may dispatch the jobs due at ``due``
-    (every create request is done by then): what it measures is the drain's work."""
+def drain_cpu(due: float, total: int, workers) -> CpuUsed:
+    """Wait until all ``total`` jobs due at ``due`` succeeded; the CPU the stack used from
+    just before the schedulers may dispatch them (every create request is done by then)
+    until then: the drain's work."""
     # The scenario's schedule, not a synchronisation: nothing is dispatched before then.
     time.sleep(max(0.0, due - settings.SCHEDULER_DISPATCH_AHEAD - 0.5 - time.time()))
     window = CpuWindow()
     window.start()
-    return window
+    _wait_until_all_finished(total, workers)
+    return window.stop()  # before the workers stop, while their CPU time is readable
 
 
 def add_cpu(result: dict, used: CpuUsed, *, jobs: int) -> None:

@@ -56,9 +56,8 @@ from deploy.bench.dispatch import (
 from deploy.bench.fairness import (
     _ms,
     _started,
-    _wait_until_all_finished,
     add_cpu,
-    cpu_of_drain,
+    drain_cpu,
 )
 from deploy.bench.job_times import save_job_times
 from deploy.bench.shares import (
@@ -94,9 +93,7 @@ def run_fairness_many_users(context) -> dict:
     with served_api(context, env=env) as api, _clean_slate(weights) as users:
         with _workers(context, env, schedulers=2, executors=2) as workers:
             due = _create_pooled(api, dict.fromkeys(users, per_user))
-            cpu = cpu_of_drain(due)
-            _wait_until_all_finished(len(users) * per_user, workers)
-            cpu_used = cpu.stop()
+            cpu_used = drain_cpu(due, len(users) * per_user, workers)
         starts = _started(users)
         if context.job_times:
             save_job_times(context.out, "fairness_many_users", users)
@@ -123,9 +120,7 @@ def run_fairness_thousand_users(context) -> dict:
     with served_api(context, env=env) as api, _clean_slate([1.0] * n_users) as users:
         with _workers(context, env, schedulers=2, executors=2) as workers:
             due = _create_pooled(api, dict.fromkeys(users, per_user))
-            cpu = cpu_of_drain(due)
-            _wait_until_all_finished(n_users * per_user, workers)
-            cpu_used = cpu.stop()
+            cpu_used = drain_cpu(due, n_users * per_user, workers)
         starts = _started(users)
         if context.job_times:
             save_job_times(context.out, "fairness_thousand_users", users)
