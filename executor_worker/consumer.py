@@ -158,6 +158,13 @@ class JobConsumer:
             {
                 "bootstrap.servers": bootstrap,
                 "group.id": group_id,
+                # Partition i to the (i mod N)-th of N members: schedulers deal each
+                # user's jobs to consecutive partitions in turn, so to every executor
+                # (scheduler_worker.partition_deal). Range stays listed second: a member
+                # that names only round-robin cannot join a group whose members chose
+                # range (older executors in a rolling upgrade; Tansu then answered
+                # INCONSISTENT_GROUP_PROTOCOL to every join), and there it still runs jobs.
+                "partition.assignment.strategy": "roundrobin,range",
                 "client.id": client_id,
                 "enable.auto.commit": True,
                 "auto.commit.interval.ms": 1000,

@@ -7,10 +7,11 @@ acknowledgement at once (``room``). The jobs of messages the broker failed are m
 again at the start of the next round (``release_failed``), or when the shard goes
 (``settle``).
 
-Within a round the jobs go users interleaved by weight and dealt over a few partitions
-(``scheduler_worker.partition_deal``); the jobs of a user with fewer than a few in flight
-on the shard go to the express topic instead (``scheduler_worker.express_lane``), which
-executors read ahead of the jobs topic.
+Within a round the jobs go users interleaved by weight and dealt over a few partitions,
+each user's over them in turn from round to round (``scheduler_worker.partition_deal``);
+the jobs of a user with fewer than a few in flight on the shard go to the express topic
+instead (``scheduler_worker.express_lane``), which executors read ahead of the jobs
+topic.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from scheduler_worker.dispatch_config import DispatchConfig
 from scheduler_worker.dispatch_metrics import observe_dispatched
 from scheduler_worker.express_lane import express_jobs
 from scheduler_worker.fair_share import weight_of
-from scheduler_worker.partition_deal import in_send_order, pick_partitions
+from scheduler_worker.partition_deal import PartitionDealer
 from scheduler_worker.shard_store import ClaimedJob, ShardStore
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ class ShardPublisher:
         self.config = config
         self._shard_label = str(store.shard_id)
         self._unacknowledged = Unacknowledged()
+        self._dealer = PartitionDealer()
 
     def express_available(self) -> bool:
         """Whether jobs may go express: a topic configured that the broker has, and an
@@ -123,8 +125,9 @@ class ShardPublisher:
         by_user: dict[int, list[ClaimedJob]] = defaultdict(list)
         for job in claimed:
             by_user[job.user_id].append(job)
-        picked = pick_partitions(self.producer.partition_count(self.config.topic), len(claimed))
-        ordered, partitions = in_send_order(by_user, weights, picked)
+        ordered, partitions = self._dealer.in_send_order(
+            by_user, weights, self.producer.partition_count(self.config.topic)
+        )
         self._send(self.config.topic, ordered, weights, partitions=partitions, epoch=epoch)
         return len(express) + len(ordered)
 
