@@ -2,17 +2,18 @@
 
 A round's claimed jobs go to one partition per ``MESSAGES_PER_PARTITION`` of them, the
 partitions after the last round's (``pick_partitions``); each user's jobs are dealt
-over them from the one after its last job's, round after round (``deal``); and each
-partition's hand goes in weighted fair order (``in_send_order``). ``PartitionDealer``
+over them from where its last round's jobs left off (``deal``); and each partition's
+hand goes in weighted fair order (``in_send_order``). ``PartitionDealer``
 keeps where the last round and each user's last job went.
 
 Executors take the jobs topic's partitions with the round-robin assignor
 (executor_worker.consumer): with N executors, partition i is the (i mod N)-th's, so
-consecutive partitions are different executors' in turn, and so are a user's consecutive
-jobs on a shard. That matters because each executor starts the jobs it holds in fair
-order among the users it holds jobs of: a user with more jobs in one executor than in
-the other runs dry in the second, where it then has fewer turns than the others, while
-its jobs wait in the first. Dealt from wherever a round's hands began, with the range
+consecutive partitions are different executors' in turn, and so, in rounds that go to
+every partition (any flood's), are a user's consecutive jobs on a shard. That matters
+because each executor starts the jobs it holds in fair order among the users it holds
+jobs of: a user with more jobs in one executor than in the other runs dry in the
+second, where it then has fewer turns than the others, while its jobs wait in the
+first. Dealt from wherever a round's hands began, with the range
 assignor (each executor a block of partitions), a user's jobs per executor drifted
 apart as a random walk over the rounds. With 1,000 weight-1 users of 200 jobs each
 (deploy/bench fairness_thousand_users), traced in one run: the two users furthest
