@@ -91,6 +91,15 @@ class FairBuffer(Generic[T]):
         """Users with at least one item held."""
         return len(self._queues)
 
+    def running_low(self, *, min_share: float) -> bool:
+        """Whether a user whose weight is at least ``min_share`` of the weights of the
+        users holding items is running low (see ``ran_dry``) among others: a heavy user's
+        last items here are about to be taken."""
+        if len(self._queues) < 2:
+            return False
+        least = min_share * self._total_weight
+        return any(self._weights[user] >= least for user in self._running_low)
+
     def put(
         self, user: Hashable, weight: float, item: T, *, priority: int = 0, lane: Hashable = None
     ) -> None:

@@ -57,6 +57,13 @@ weight-4 user's last second was 30-52 % off its share in three alternated pairs 
 11-18 %; held 0.5 s, it was worse in 9 of 10 pairs (median 19.1 % against 9.8 %;
 deploy/bench/results/2026-11-27/25-held-steals.md).
 
+What was left of that last second was the executors' last turns of the user: both take
+copies of the same jobs in one turn, and only one starts each. So while a user with a
+quarter of the weights or more runs low among others, the executor takes quarter turns
+(``ExecutorWorker._claim_batch``): over eleven alternated pairs the weight-4 user's last
+second was 0.8-2.7 % off its share against 2.1-13.1 %
+(deploy/bench/results/2026-11-27/29-short-turns-at-run-out.md).
+
 A look is a query per shard, so there is at most one per ``interval``, for at most
 ``max_users`` users (the heaviest first).
 """

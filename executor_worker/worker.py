@@ -94,7 +94,9 @@ _DUE_WAIT_MIN = 0.001
 # Seconds a poll waits while jobs wait for a busy handler thread: a thread that comes free
 # is given its next job about this soon (a finished handler cannot wake the poll).
 _THREAD_WAIT_TIMEOUT = 0.005
-# While jobs wait for a handler thread, turns take this many times fewer inline jobs.
+# While jobs wait for a handler thread, or the last jobs here of a user with at least
+# 1/_SHORT_TURNS of the weights held are taken, turns take this many times fewer jobs (see
+# ExecutorWorker._claim_batch).
 _SHORT_TURNS = 4
 # Polls a turn makes while the broker has full batches ready: reading several times faster
 # than claiming moves a burst of dispatches (up to the schedulers' in-flight caps) out of
@@ -631,10 +633,32 @@ class ExecutorWorker:
 
     def _claim_batch(self) -> int:
         """Jobs a turn may take: ``claim_batch``, or a part of it while jobs wait for a
-        handler thread. Threads get their next jobs once a turn, and a turn that claims a
-        whole batch of inline jobs takes long enough (0.2 s at full speed) to leave them
-        idle most of it: shorter turns keep webhooks going beside a flood of inline jobs."""
-        if len(self._waiting_for_thread):
+        handler thread or a heavy user runs low here among others
+        (``FairBuffer.running_low``).
+
+        Threads get their next jobs once a turn, and a turn that claims a whole batch of
+        inline jobs takes long enough (0.2 s at full speed) to leave them idle most of it:
+        shorter turns keep webhooks going beside a flood of inline jobs.
+
+        A heavy user's last jobs here are, with work stealing, often jobs the other
+        executors hold copies of too; a copy that one started is dropped by the check
+        before the other's next take (``_drop_started_elsewhere``), but two executors that
+        take the same copies in one turn both charge the user for them, and only one
+        starts each: for a turn's length the user gets about half its share. Shorter turns
+        check more often and lose less: over eleven 1:2:4 pairs alternated with whole
+        turns (deploy/bench/results/2026-11-27/29-short-turns-at-run-out.md), the second
+        before the weight-4 user's last start was 0.8-2.7 % off its share against
+        2.1-13.1 % (within 5 % in 4 of 11). The same rule showed no gain in session 23,
+        before that check and before each user's jobs were dealt to every executor in turn
+        (deploy/bench/results/2026-11-27/22-refund.md).
+
+        Only a user with at least a quarter of the weights held counts: a user with a
+        small share loses little to copies, and taken for every user running low, quarter
+        turns drained a 100,000-job flood beside ten steady users (deploy/bench
+        steady_beside_flood) in 6.29-6.57 s against 5.42-6.14 s, slower in three pairs of
+        three; with this condition no turn of a traced run of it was shortened. A user
+        alone takes nobody's turns: it is drained in whole turns."""
+        if len(self._waiting_for_thread) or self._waiting.running_low(min_share=1 / _SHORT_TURNS):
             return max(1, self.config.claim_batch // _SHORT_TURNS)
         return self.config.claim_batch
 

@@ -147,6 +147,51 @@ def test_jobs_a_cut_turn_left_are_claimed_before_a_later_turns(executor):
         assert executor._to_claim[shard][: len(items)] == items
 
 
+def test_turns_are_short_while_a_heavy_users_last_jobs_here_are_taken(executor):
+    # Near a heavy user's run-out both executors hold copies of its last jobs (work
+    # stealing), and a copy taken in the same turn as the other executor's is a turn
+    # lost to that user: shorter turns let the check before each take drop more of
+    # them (ExecutorWorker._drop_started_elsewhere).
+    executor.consumer.messages = [
+        *[message(LIGHT_USER, shard) for shard in range(4) for _ in range(1000)],
+        *[
+            received_job(FLOOD_USER, shard=shard, weight=4.0)
+            for shard in range(4)
+            for _ in range(400)
+        ],
+    ]
+    executor._receive()  # a whole turn leaves the weight-4 user 800, two turns' worth is 1,600
+    assert executor._held_to_claim() == 5600 - CLAIM_BATCH
+    executor._head.clear()  # claimed
+    executor._to_claim.clear()
+    executor._receive()
+    assert executor._held_to_claim() == 5600 - CLAIM_BATCH - CLAIM_BATCH // 4
+
+
+def test_a_light_share_running_low_keeps_whole_turns(executor):
+    # A user with a small share loses little to copies, and quarter turns for every user
+    # running low drained a flood beside steady users slower in three pairs of three
+    # (deploy/bench steady_beside_flood). A fifth of the weights is under the quarter.
+    executor.consumer.messages = [
+        *[message(user, shard) for user in range(10, 14) for shard in range(4) for _ in range(250)],
+        *[message(LIGHT_USER, shard) for shard in range(4) for _ in range(125)],
+    ]
+    executor._receive()  # a whole turn leaves the light user 300, two turns' worth is 400
+    executor._head.clear()  # claimed
+    executor._to_claim.clear()
+    executor._receive()
+    assert executor._held_to_claim() == 4500 - 2 * CLAIM_BATCH
+
+
+def test_a_user_left_alone_is_drained_in_whole_turns(executor):
+    executor.consumer.messages = flood(3000)
+    executor._receive()  # 2,000 left, two turns' worth of a user alone: it runs low
+    executor._head.clear()  # claimed
+    executor._to_claim.clear()
+    executor._receive()
+    assert executor._held_to_claim() == 3000 - 2 * CLAIM_BATCH
+
+
 class ExpressHandover:
     """The express runner as the loop sees it: what it handed over since the last turn."""
 

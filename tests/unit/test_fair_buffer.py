@@ -196,6 +196,39 @@ def test_a_user_running_low_is_reported_again_only_once_refilled_above_the_mark(
     assert buffer.ran_dry() == {}
 
 
+def test_running_low_holds_while_a_heavy_user_is_down_to_two_turns_beside_others():
+    """The executor takes shorter turns then (ExecutorWorker._claim_batch)."""
+    heavy_share = 0.8  # "heavy" has 6/7 of the weights
+    buffer: FairBuffer[tuple[str, int]] = FairBuffer(report_dry=True, turn=70)
+    for user, weight in (("light", 1.0), ("heavy", 6.0)):
+        for index in range(1000):
+            buffer.put(user, weight, (user, index))
+    # A turn of 70 gives "heavy" 60 of them: two turns' worth is 120 held.
+    while len(buffer.items_of("heavy")) > 121:
+        buffer.take(1)
+    assert not buffer.running_low(min_share=heavy_share)
+    while len(buffer.items_of("heavy")) > 120:
+        buffer.take(1)
+    assert buffer.running_low(min_share=heavy_share)
+    assert not buffer.running_low(min_share=0.9)  # a share under 0.9 does not count then
+    for index in range(1000, 1010):  # refilled above the mark
+        buffer.put("heavy", 6.0, ("heavy", index))
+    assert not buffer.running_low(min_share=heavy_share)
+    while buffer.items_of("heavy"):
+        buffer.take(1)
+    assert not buffer.running_low(min_share=0.0)  # "heavy" is gone, "light" holds many
+
+
+def test_a_user_alone_is_not_running_low_whatever_it_holds():
+    """Its last items take turns from nobody: whole turns drain it fastest."""
+    buffer: FairBuffer[str] = FairBuffer(report_dry=True, turn=40)
+    for index in range(160):  # alone, two turns' worth is 80
+        buffer.put("user", 1.0, f"job {index}")
+    buffer.take(150)
+    assert buffer.ran_dry() == {"user": (1.0, 80)}  # low, for work stealing
+    assert not buffer.running_low(min_share=0.0)
+
+
 def test_a_user_with_few_jobs_in_two_turns_is_reported_only_once_dry():
     """Two turns of 1,000 give each of 100 weight-1 users 20 jobs: too few to look early."""
     buffer: FairBuffer[tuple[str, int]] = FairBuffer(report_dry=True, turn=1000)
