@@ -647,10 +647,10 @@ class ExecutorWorker:
         starts each: for a turn's length the user gets about half its share. Shorter turns
         check more often and lose less: over eleven 1:2:4 pairs alternated with whole
         turns (deploy/bench/results/2026-11-27/29-short-turns-at-run-out.md), the second
-        before the weight-4 user's last start was 0.8-2.7 % off its share against
-        2.1-13.1 % (within 5 % in 4 of 11). The same rule showed no gain in session 23,
-        before that check and before each user's jobs were dealt to every executor in turn
-        (deploy/bench/results/2026-11-27/22-refund.md).
+        before the weight-4 user's last start was 0.8-2.7 % off its share, against
+        2.1-13.1 % with whole turns (within 5 % in 4 of 11). The same rule showed no gain
+        in session 23, before that check and before each user's jobs were dealt to every
+        executor in turn (deploy/bench/results/2026-11-27/22-refund.md).
 
         Only a user with at least a quarter of the weights held counts: a user with a
         small share loses little to copies, and taken for every user running low, quarter
