@@ -180,19 +180,21 @@ def assert_started_in_weighted_shares(
     table = report(rows, users)
     print(f"\n{table}")  # with -s, a reader sees the shares whether or not the test passes
     assert min(row.started for row in rows) >= due, "a job started before it was due"
-    windows = backlogged_windows(starts_by_user(rows))
+    starts = starts_by_user(rows)
+    windows = backlogged_windows(starts)
     assert len(windows) >= MIN_WINDOWS + warm_up, f"too few windows all backlogged\n{table}"
     ideal = weighted_shares(users)
-    checked = dict(enumerate(windows if run_out_checked else windows[:-RUN_OUT_WINDOWS]))
+    whole = windows if run_out_checked else windows[:-RUN_OUT_WINDOWS]
+    checked = [(f"second {n}", counts) for n, counts in enumerate(whole) if n >= warm_up]
     if run_out_checked:
-        checked["before the first user's last start"] = last_backlogged_second(starts_by_user(rows))
-    for second, counts in checked.items():
-        if isinstance(second, int) and second < warm_up:
-            continue
+        checked.append(
+            ("the second before the first user's last start", last_backlogged_second(starts))
+        )
+    for window, counts in checked:
         share = shares(counts, list(users))
         for user_id, weight in users.items():
             assert share[user_id] == pytest.approx(ideal[user_id], abs=SHARE_TOLERANCE), (
-                f"second {second}: weight {weight:g} started {share[user_id]:.3f} of the jobs, "
+                f"{window}: weight {weight:g} started {share[user_id]:.3f} of the jobs, "
                 f"not {ideal[user_id]:.3f} +- {SHARE_TOLERANCE}\n{table}"
             )
     overall = shares(sum(windows, Counter()), list(users))
