@@ -23,11 +23,13 @@ PYTHON := $(VENV)/bin/python
 # pip runs again only when a requirements file changes after this stamp.
 REQUIREMENTS_STAMP := $(VENV)/.requirements-installed
 REQUIREMENTS := $(wildcard requirements/*.txt)
+KAFKA_POM := deploy/localstack/kafka.pom.xml
+KAFKA_STAMP := $(VENV)/.kafka-fetched
 # Debian packages the stack needs: PostgreSQL server binaries, ZooKeeper (and the Java
-# runtime it runs on), the venv module Debian ships separately from python3, and
+# runtime it and Kafka run on), Maven (fetches the Kafka broker), the venv module Debian ships separately from python3, and
 # Prometheus (`make run` starts one; the tests run its `promtool` on the alert rules), and
 # Chromium with its WebDriver (the admin's cluster page is tested in a headless browser).
-APT_PACKAGES := postgresql zookeeper default-jre-headless python3-venv prometheus \
+APT_PACKAGES := postgresql zookeeper default-jre-headless maven python3-venv prometheus \
 	chromium chromium-driver
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 ARGS ?=
@@ -37,7 +39,7 @@ ARGS ?=
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
 
-bootstrap: system-packages $(REQUIREMENTS_STAMP)
+bootstrap: system-packages $(REQUIREMENTS_STAMP) $(KAFKA_STAMP)
 
 system-packages:
 	@missing=(); \
@@ -54,6 +56,12 @@ system-packages:
 
 $(PYTHON): | system-packages
 	python3 -m venv $(VENV)
+
+# The Apache Kafka broker's jars, from Maven Central into ~/.cache/jobsvc (outside the
+# state dir, keyed by the POM: a second `make run` needs no network).
+$(KAFKA_STAMP): $(KAFKA_POM) | $(REQUIREMENTS_STAMP)
+	$(PYTHON) -m deploy.localstack fetch-kafka
+	touch $@
 
 $(REQUIREMENTS_STAMP): $(REQUIREMENTS) | $(PYTHON)
 	$(PYTHON) -m pip install --disable-pip-version-check -r requirements/dev.txt

@@ -7,19 +7,13 @@ handled prefix). Stored offsets are committed every second, synchronously when p
 are revoked, and before close. A message whose handling was interrupted is delivered
 again; the executor's claim drops it if its attempt already ran.
 
-Offsets must also arrive without holes. The jobs topic is written by idempotent,
-non-transactional producers only, so its offsets are contiguous; a message that skips
-ahead means the broker served a later batch before an earlier one was readable (Tansu, the
-local broker, does this when two producers append to a partition at once). The consumer
-then seeks back and reads the hole again, up to ``HOLE_REREADS`` times, before it accepts
-the hole; without this, the skipped jobs would wait for the scheduler's sweeper.
-
-Offsets can also go back: a topic deleted and created again (or a broker that lost its
-log) starts again from 0, and the consumer, whose position is then out of range, resets
-to the new log's start. Those are new messages, not repeats: an offset below the expected
-one is a repeat only if it is at or after where the consumer last sought back for a hole
-(only a re-read delivers a message again); otherwise the partition's log is new, and its
-commit tracking starts again (the old log's offsets must never be committed into it).
+Within a partition, Kafka delivers offsets in increasing order; they may skip (a
+compacted or transactional topic leaves gaps), and they are never served out of order.
+They can go back only when the partition's log is new: the topic deleted and created
+again, or a log truncated after an unclean leader election; the consumer, whose position
+is then out of range, resets to the new log's start (``auto.offset.reset``). An offset at
+or below the last one delivered is therefore a new log, not a repeat: its commit tracking
+starts again (the old log's offsets must never be committed into it).
 
 Memory stays bounded whatever happens downstream: a partition whose uncommitted messages
 (received, but behind one not yet handled: a long job, a shard that cannot be reached)
@@ -36,18 +30,10 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from enum import Enum
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from executor_worker import metrics
-
 logger = logging.getLogger(__name__)
-
-# Reads of a hole in a partition's offsets before it is accepted as real; each is one
-# fetch round trip (milliseconds). Tansu's holes were filled by the first re-read in
-# every case seen (deploy/bench dispatch_lateness).
-HOLE_REREADS = 5
 
 
 @dataclass(frozen=True)
@@ -55,7 +41,7 @@ class Received:
     partition: int
     offset: int
     value: bytes | None
-    log: int = 0  # which of the partition's logs it came from (see Delivery.RESET)
+    log: int = 0  # which of the partition's logs it came from (a new log: see above)
     topic: str = ""  # the consumer's topic ("": not from a consumer, e.g. a stolen job's)
 
 
@@ -80,59 +66,6 @@ class _PartitionProgress:
         return commit_from
 
 
-class Delivery(Enum):
-    NEXT = "next"  # the expected offset (or the first since assignment): handle it
-    REPEATED = "repeated"  # delivered before; a re-read after a seek returns it again
-    HOLE = "hole"  # offsets were skipped: seek back to ``expected`` and read again
-    RESET = "reset"  # offsets went back with no re-read: a new log; handle it, count anew
-
-
-class _PartitionOrder:
-    """Checks that one partition's messages arrive with contiguous offsets."""
-
-    def __init__(self, rereads: int = HOLE_REREADS) -> None:
-        self.expected: int | None = None  # the offset after the last one delivered
-        # Where the last seek for a hole went: only from there may a message come again.
-        self._reread_from: int | None = None
-        self._rereads = rereads
-        self._hole_at: int | None = None
-        self._hole_reads = 0
-
-    def arrive(self, offset: int) -> Delivery:
-        if self.expected is not None and offset < self.expected:
-            if self._reread_from is not None and offset >= self._reread_from:
-                return Delivery.REPEATED
-            logger.warning(
-                "offset %d after %d: the partition's log is new (truncated or recreated); "
-                "reading it from there",
-                offset,
-                self.expected - 1,
-            )
-            metrics.OFFSET_HOLES.labels("reset").inc()
-            self._hole_at, self._reread_from = None, None
-            self.expected = offset + 1
-            return Delivery.RESET
-        if self.expected is not None and offset > self.expected:
-            if self._hole_at != self.expected:
-                self._hole_at, self._hole_reads = self.expected, 0
-            if self._hole_reads < self._rereads:
-                self._hole_reads += 1
-                self._reread_from = self.expected  # where the consumer seeks
-                return Delivery.HOLE
-            logger.warning(
-                "offsets %d-%d never arrived after %d re-reads; going on without them",
-                self.expected,
-                offset - 1,
-                self._hole_reads,
-            )
-            metrics.OFFSET_HOLES.labels("accepted").inc()
-        elif self._hole_at is not None and self._hole_at == self.expected:
-            metrics.OFFSET_HOLES.labels("filled").inc()
-        self._hole_at = None
-        self.expected = offset + 1
-        return Delivery.NEXT
-
-
 class JobConsumer:
     def __init__(
         self,
@@ -146,15 +79,17 @@ class JobConsumer:
         heartbeat_interval_ms: int = 1000,
         max_poll_interval_ms: int = 30000,
         on_partitions_changed: Callable[[frozenset[int]], None] | None = None,
+        kafka_consumer: Consumer | None = None,
     ) -> None:
         """``on_partitions_changed`` is called, on the polling thread, with every partition
         assigned after each rebalance (an empty set once all are revoked, as on close);
-        it must not block, and an exception it raises is logged, not raised from poll."""
+        it must not block, and an exception it raises is logged, not raised from poll.
+        ``kafka_consumer``: for tests, a stand-in for confluent-kafka's ``Consumer``."""
         self.topic = topic
         self._on_partitions_changed = on_partitions_changed
         self._assigned: set[int] = set()  # as the rebalance callbacks told us
         self.max_uncommitted = max_uncommitted
-        self._consumer = Consumer(
+        self._consumer = kafka_consumer or Consumer(
             {
                 "bootstrap.servers": bootstrap,
                 "group.id": group_id,
@@ -162,8 +97,9 @@ class JobConsumer:
                 # user's jobs to consecutive partitions in turn, so to every executor
                 # (scheduler_worker.partition_deal). Range stays listed second: a member
                 # that names only round-robin cannot join a group whose members chose
-                # range (older executors in a rolling upgrade; Tansu then answered
-                # INCONSISTENT_GROUP_PROTOCOL to every join), and there it still runs jobs.
+                # range (older executors in a rolling upgrade: the group coordinator
+                # answers INCONSISTENT_GROUP_PROTOCOL to a join whose protocols share none
+                # with the group's), and there it still runs jobs.
                 "partition.assignment.strategy": "roundrobin,range",
                 "client.id": client_id,
                 "enable.auto.commit": True,
@@ -172,9 +108,7 @@ class JobConsumer:
                 "auto.offset.reset": "earliest",
                 "session.timeout.ms": session_timeout_ms,
                 # A member learns that the group rebalances from a heartbeat's answer, so
-                # each rebalance waits up to one interval for the members to rejoin: on
-                # Tansu a new member was given its partitions 6.0 s after it subscribed
-                # with librdkafka's 3 s default, 4.0 s with 1 s (three rounds each). Six
+                # each rebalance waits up to one interval for the members to rejoin; six
                 # heartbeats per session, not two, also keep a busy member from timing out.
                 "heartbeat.interval.ms": heartbeat_interval_ms,
                 "max.poll.interval.ms": max_poll_interval_ms,
@@ -184,7 +118,7 @@ class JobConsumer:
             }
         )
         self._progress: dict[int, _PartitionProgress] = {}
-        self._order: dict[int, _PartitionOrder] = {}
+        self._last_offset: dict[int, int] = {}  # per partition: the last one delivered
         self._logs: dict[int, int] = {}  # per partition: how many times its log was new
         self._lock = threading.Lock()
         self._pause_all = False
@@ -195,35 +129,34 @@ class JobConsumer:
     def poll_batch(self, *, max_messages: int, timeout: float) -> list[Received]:
         self._apply_pauses()
         batch: list[Received] = []
-        rereading: set[int] = set()  # partitions sought back: their later messages come again
         for message in self._fetch(max_messages, timeout):
             error = message.error()
             if error is not None:
                 if error.code() != KafkaError._PARTITION_EOF:
                     logger.warning("consumer error: %s", error)
                 continue
-            partition = message.partition()
-            if partition in rereading:
-                continue
-            order = self._order.get(partition)
-            if order is None:
-                order = self._order[partition] = _PartitionOrder()
-            delivery = order.arrive(message.offset())
-            if delivery is Delivery.REPEATED:
-                continue
-            if delivery is Delivery.HOLE and self._seek(partition, order.expected):
-                rereading.add(partition)
-                continue
-            if delivery is Delivery.RESET:
+            partition, offset = message.partition(), message.offset()
+            last = self._last_offset.get(partition)
+            if last is not None and offset <= last:
+                logger.warning(
+                    "partition %s: offset %d after %d: its log is new (recreated or "
+                    "truncated); reading it from there",
+                    partition,
+                    offset,
+                    last,
+                )
                 self._new_log(partition)
-            log = self._logs.get(partition, 0)
-            batch.append(Received(partition, message.offset(), message.value(), log, self.topic))
-        with self._lock:
-            for received in batch:
-                progress = self._progress.get(received.partition)
+            self._last_offset[partition] = offset
+            batch.append(
+                Received(
+                    partition, offset, message.value(), self._logs.get(partition, 0), self.topic
+                )
+            )
+            with self._lock:
+                progress = self._progress.get(partition)
                 if progress is None:
-                    progress = self._progress[received.partition] = _PartitionProgress()
-                progress.receive(received.offset)
+                    progress = self._progress[partition] = _PartitionProgress()
+                progress.receive(offset)
         return batch
 
     def _new_log(self, partition: int) -> None:
@@ -264,14 +197,6 @@ class JobConsumer:
         if max_messages == 1:
             return [first]
         return [first, *self._consumer.consume(num_messages=max_messages - 1, timeout=0)]
-
-    def _seek(self, partition: int, offset: int) -> bool:
-        try:
-            self._consumer.seek(TopicPartition(self.topic, partition, offset))
-        except KafkaException as exc:
-            logger.warning("cannot re-read partition %s from %s: %s", partition, offset, exc)
-            return False
-        return True
 
     def lag(self) -> dict[int, int]:
         """Messages between our position and each assigned partition's end (cached ends)."""
@@ -340,7 +265,7 @@ class JobConsumer:
         logger.info("assigned partitions %s of %s", [p.partition for p in partitions], self.topic)
         self._paused = set()  # an assignment starts unpaused; the next poll pauses again
         for partition in partitions:  # reading starts again at the committed offset
-            self._order.pop(partition.partition, None)
+            self._last_offset.pop(partition.partition, None)
         self._assignment_changed(added=partitions)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -349,7 +274,7 @@ class JobConsumer:
         with self._lock:
             for partition in partitions:
                 self._progress.pop(partition.partition, None)
-                self._order.pop(partition.partition, None)
+                self._last_offset.pop(partition.partition, None)
                 self._full.discard(partition.partition)
                 # Messages still held from it are not ours to commit if it comes back.
                 self._logs[partition.partition] = self._logs.get(partition.partition, 0) + 1

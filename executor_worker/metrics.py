@@ -39,11 +39,6 @@ READ_AHEAD = Gauge(
     "jobsvc_executor_read_ahead_messages",
     "Messages read and held for their claim, started in weighted fair order by user",
 )
-OFFSET_HOLES = Counter(
-    "jobsvc_consumer_offset_holes",
-    "Holes in a partition's delivered offsets, by outcome (filled by a re-read, or accepted)",
-    ["outcome"],
-)
 SHARD_FAILING = Gauge(
     "jobsvc_executor_shard_failing_seconds",
     "Seconds every claim or record on the shard has failed in a row (0 while it works)",

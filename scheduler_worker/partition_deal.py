@@ -73,14 +73,8 @@ def pick_partitions(
     round is dealt to them by ``deal``.
 
     Keys spread a round over every partition, so a small round becomes a batch of one or
-    two messages per partition. Tansu, the local broker, pays for every stored batch on
-    every fetch: at the design peak (1,389 jobs/s, rounds of about 17 jobs a shard) it
-    used 0.2-0.8 of a core, growing with its log, and the whole stack 1.3-1.85 of the 2
-    cores; with one batch per partition and round, Tansu 0.14-0.18 and the stack
-    0.84-1.12, and started - due p99 fell from 267 to 65 ms (deploy/bench
-    dispatch_lateness; the reports are in
-    deploy/bench/results/2026-11-24/5-design-peak-partitions.md). Fewer, larger batches
-    cost Apache Kafka less too (the reason for its sticky partitioner, KIP-480). A large
+    two messages per partition; fewer, larger batches cost the broker less per message
+    (the reason for Kafka's sticky partitioner, KIP-480). A large
     round still goes to several partitions, and so to several executors: a flood's
     rounds sent whole, to the next partition each time, drained 100,000 jobs in 11.6 s
     against 9.0 s keyed. A round of 240 or more goes to every partition. Which

@@ -224,7 +224,7 @@ def run_against_new_api(context) -> dict:
         results = run_all(api=base, duration=5 if context.quick else 15)
     return {
         "setup": "gunicorn (deploy/gunicorn.conf.py defaults) on the 2-core machine that also "
-        "runs PostgreSQL (2 servers, 4 shards), ZooKeeper, Tansu and wrk",
+        "runs PostgreSQL (2 servers, 4 shards), ZooKeeper, Kafka and wrk",
         "results": [asdict(r) for r in results],
         "markdown": markdown_table(results),
     }

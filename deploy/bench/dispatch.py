@@ -264,7 +264,7 @@ def _setup(*, schedulers: int, executors: int, extra: str = "") -> str:
     text = (
         f"{shards} shards on {servers} PostgreSQL servers; {schedulers} scheduler and "
         f"{executors} executor processes; {os.cpu_count()} cores shared with PostgreSQL, "
-        "ZooKeeper, Tansu and the bench itself"
+        "ZooKeeper, Kafka and the bench itself"
     )
     return f"{text}; {extra}" if extra else text
 

@@ -109,7 +109,7 @@ def run_end_to_end(context) -> dict:
             f"{jobs:,} overdue jobs per run with the default no-op handler, COPY-loaded evenly "
             f"into {len(shard_ids())} shards on 2 PostgreSQL servers, {BENCH_USERS} users; "
             f"run_scheduler and run_executor processes (settings: defaults but those listed), "
-            f"a {settings.KAFKA_JOBS_PARTITIONS}-partition jobs topic on Tansu, ZooKeeper; "
+            f"a {settings.KAFKA_JOBS_PARTITIONS}-partition jobs topic on Apache Kafka, ZooKeeper; "
             f"all on this one {os.cpu_count()}-core machine. "
             f"Target: {TARGET_JOBS_PER_SECOND:,} jobs/s."
         ),

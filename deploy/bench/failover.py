@@ -457,7 +457,7 @@ def _setup(seconds: int) -> str:
     servers = {urlsplit(url).netloc for url in settings.SHARD_DB_URLS}
     return (
         f"{len(shard_ids())} shards on {len(servers)} PostgreSQL server(s); 2 schedulers, "
-        f"2 executors; {settings.KAFKA_JOBS_PARTITIONS}-partition jobs topic on Tansu, "
+        f"2 executors; {settings.KAFKA_JOBS_PARTITIONS}-partition jobs topic on Apache Kafka, "
         f"ZooKeeper; {os.cpu_count()} cores shared by all of it and the bench; "
         f"{RATE} jobs/s due for {seconds} s over {USERS} users, http handler to a local "
         f"receiver, job timeout {JOB_TIMEOUT_SECONDS:g} s; fast failure timings "

@@ -27,7 +27,7 @@ class StackCpu:
         ("run_executor", "executor"),
         ("run_scheduler", "scheduler"),
         ("postgres", "postgres"),
-        ("tansu", "broker"),
+        ("kafka.Kafka", "broker"),
         ("zookeeper", "zookeeper"),
     )
 

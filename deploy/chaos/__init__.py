@@ -2,7 +2,7 @@
 
 Jepsen style, on a throwaway stack of real servers (two PostgreSQL servers holding the
 control database and 4 shards, optionally each with a synchronous standby; ZooKeeper;
-Tansu; the API under gunicorn; 2 schedulers; 2 executors):
+Apache Kafka; the API under gunicorn; 2 schedulers; 2 executors):
 
 - `workload`: a client creates jobs through the public API (half `http` to the local
   `receiver`, which records every delivery with its time, half the no-op `default`);
@@ -12,8 +12,8 @@ Tansu; the API under gunicorn; 2 schedulers; 2 executors):
 - `faults`: the nemesis. One fault at a time: SIGKILL or SIGSTOP (past the ZooKeeper
   session) of a scheduler, an executor and the API; every database session cut; a shard
   server restarted; the control server restarted; ZooKeeper restarted; the broker
-  restarted (Tansu loses every message); with `--replicas 1`, a primary SIGKILLed and its
-  standby promoted.
+  SIGKILLed and started again (it keeps every message); with `--replicas 1`, a primary
+  SIGKILLed and its standby promoted.
 - `runner`: one pass of every fault, then a mixed phase drawn with a printed seed; after
   each fault it waits until every shard runs jobs again.
 - `history` reads the outcome back from the shards; `checker` classifies every job (lost,

@@ -126,7 +126,7 @@ class System:
     # --- servers ------------------------------------------------------------------------
 
     def ensure_topics(self) -> None:
-        """Recreate the topics (a restarted Tansu has none)."""
+        """Create the topics the workers use, where missing (idempotent)."""
         assert self.stack is not None
         run_commands(
             [ENSURE_TOPICS], repo=REPO, env=self.stack.process_env(), logs_dir=self.logs_dir

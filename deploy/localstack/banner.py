@@ -37,7 +37,7 @@ def banner(
             for standby in stack.standbys_of(pg_server)
         ),
         f" ZooKeeper       {stack.zookeeper.address}",
-        f" Kafka (Tansu)   {stack.kafka.address}  (in memory: messages do not survive a restart)",
+        f" Kafka           {stack.kafka.address}  (Apache Kafka, KRaft)",
         f" Processes       {', '.join(app_names)}",
         _prometheus_line(prometheus_url),
         f" State           {_display(stack.root, repo)}/",

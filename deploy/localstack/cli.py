@@ -3,16 +3,19 @@
 run [--shards N] [--replicas N] [--api-port PORT] [--schedulers N] [--executors N]
     [--state-dir DIR]
     The `make run` stack, with its data kept in `.state/`: PostgreSQL (control + N shard
-    databases, and with --replicas its synchronous standbys), ZooKeeper, the Tansu Kafka
-    broker, migrations and topics, then the API (gunicorn) and the workers. Prints where
+    databases, and with --replicas its synchronous standbys), ZooKeeper, the Apache Kafka
+    broker (KRaft), migrations and topics, then the API (gunicorn) and the workers. Prints where
     everything is; restarts a worker that exits; Ctrl-C stops it all.
 test [PYTEST ARGS...]
     The `make test` run: a throwaway stack on free ports in a fresh temp dir (two
-    PostgreSQL servers, ZooKeeper, Tansu), migrations and topics, then pytest with the
+    PostgreSQL servers, ZooKeeper, Kafka), migrations and topics, then pytest with the
     stack's environment. Exits with pytest's exit code. Every argument goes to pytest.
     JOBSVC_KEEP_TEST_STACK=1 keeps the temp dir (data and logs) for a post-mortem.
 bench [ARGS...]
     The benchmark suite (`python -m deploy.bench ARGS`) against a throwaway stack.
+fetch-kafka
+    Fetch the Kafka broker's jars from Maven Central into the cache, unless they are
+    there already (`make bootstrap` runs it).
 clean-state [--state-dir DIR]
     Delete the `make run` state: all data, logs and secrets.
 """
@@ -35,6 +38,7 @@ from .apps import app_specs
 from .banner import banner
 from .errors import LocalStackError, PortInUse, ServerStartError, StateMismatch
 from .interrupts import Interrupted, SignalGuard
+from .kafka_jars import ensure_kafka_jars
 from .management import SETUP_COMMANDS, run_commands
 from .polling import poll_until
 from .ports import LOOPBACK, free_port, port_is_free
@@ -61,7 +65,13 @@ DEFAULT_SHARDS = 4
 DEFAULT_API_PORT = 8000
 DEFAULT_WORKERS = 2  # scheduler processes, and executor processes, in `make run`
 # Ports a new state dir tries first (the services' usual ports), else any free port.
-DEFAULT_PORTS = {"postgres": 54321, "zookeeper": 2181, "kafka": 9092, "prometheus": 9090}
+DEFAULT_PORTS = {
+    "postgres": 54321,
+    "zookeeper": 2181,
+    "kafka": 9092,
+    "kafka-controller": 9093,
+    "prometheus": 9090,
+}
 DEFAULT_STANDBY_PORT = 54322  # the first standby's (with --replicas); the next ones count up
 DEFAULT_REPLICAS = 0  # standbys of the PostgreSQL server in `make run`
 API_READY_TIMEOUT = 90.0  # seconds from gunicorn's start until GET /healthz answers 200
@@ -89,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands: dict[str, Callable[[], int]] = {
         "run": lambda: cmd_run(options),
         "clean-state": lambda: cmd_clean_state(options),
+        "fetch-kafka": cmd_fetch_kafka,
     }
     return _reporting_errors(commands[options.command])
 
@@ -229,6 +240,12 @@ def _in_throwaway_stack(prefix: str, argv: Sequence[str]) -> int:
                 logger.info("kept the stack's data and logs in %s", root)
             else:
                 shutil.rmtree(root, ignore_errors=True)
+
+
+def cmd_fetch_kafka() -> int:
+    """Fetch the broker's jars into the cache unless they are there (`make bootstrap`)."""
+    logger.info("Kafka broker jars in %s", ensure_kafka_jars())
+    return EXIT_OK
 
 
 def cmd_clean_state(options: argparse.Namespace) -> int:
@@ -376,6 +393,7 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_STATE_DIR,
         help="data, logs and secrets of the stack (default <repo>/.state)",
     )
+    commands.add_parser("fetch-kafka", help="fetch the Kafka broker's jars (make bootstrap)")
     commands.add_parser("test", help="run pytest against a throwaway stack (make test)")
     commands.add_parser("bench", help="benchmarks against a throwaway stack (make bench)")
     clean = commands.add_parser("clean-state", help="delete the run state (all local data)")

@@ -254,6 +254,7 @@ def build_test_stack(
         kafka=KafkaBroker(
             root=root / "kafka",
             port=free_port(),
+            controller_port=free_port(),
             log_path=logs_dir / "kafka.log",
             pid_file=run_dir / "kafka.pid",
         ),
@@ -320,8 +321,9 @@ def build_run_stack(
             pid_file=state.run_dir / "zookeeper.pid",
         ),
         kafka=KafkaBroker(
-            root=state.root / "kafka",
+            root=state.kafka_root,
             port=ports["kafka"],
+            controller_port=ports["kafka-controller"],
             log_path=state.logs_dir / "kafka.log",
             pid_file=state.run_dir / "kafka.pid",
         ),

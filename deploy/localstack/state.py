@@ -9,6 +9,7 @@ Layout (under `<repo>/.state/` unless `--state-dir` says otherwise):
     postgres/       PostgreSQL data dir (`data/`) and unix socket dir (`run/`)
     postgres-standby/   the same for its standby (`--replicas 1`), cloned on every start
     zookeeper/      ZooKeeper config and data
+    kafka/          the Kafka broker's config and log dirs (topics, offsets, metadata)
     logs/           one log file per server, app process and management command
     run/            pid files of running children and the launcher's lock file
 
@@ -72,6 +73,7 @@ class StateDir:
         self.env_file = root / "stack.env"
         self.postgres_root = root / "postgres"
         self.zookeeper_root = root / "zookeeper"
+        self.kafka_root = root / "kafka"
         self.logs_dir = root / "logs"
         self.run_dir = root / "run"
         self._lock_file = self.run_dir / "launcher.lock"

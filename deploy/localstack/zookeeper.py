@@ -11,11 +11,11 @@ the server logs to stderr (without a provider ZooKeeper logs nothing at all).
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import ClassVar
 
 from .errors import BinaryNotFound
+from .java import java
 from .probes import zookeeper_ruok
 from .server import Server
 
@@ -76,7 +76,7 @@ class ZooKeeperServer(Server):
 
     def _argv(self) -> list[str]:
         return [
-            _java(),
+            java(),
             f"-Xmx{HEAP_MB}m",
             "-Djava.net.preferIPv4Stack=true",
             "-Dorg.slf4j.simpleLogger.showDateTime=true",
@@ -99,10 +99,3 @@ def classpath() -> str:
     if SLF4J_PROVIDER_JAR.exists():
         jars.append(SLF4J_PROVIDER_JAR)
     return ":".join(str(jar) for jar in jars)
-
-
-def _java() -> str:
-    java = shutil.which("java")
-    if java is None:
-        raise BinaryNotFound("`java` not found on PATH (run `make bootstrap`)")
-    return java

@@ -1,9 +1,10 @@
-"""The cluster page's executors: ZooKeeper's registrations joined with Kafka's group.
+"""The cluster page's executors: Kafka's consumer group, cross-checked with ZooKeeper.
 
-Executors register in ZooKeeper with the partitions their consumer was assigned
-(``coordination.executors``), which works whatever the broker reports; the broker's
-consumer group has each partition's lag, and, on brokers that report them (Kafka; not
-Tansu 0.6), its members with their assignments. Either may be unavailable.
+The broker describes the executors' consumer group: its members, the partitions each was
+assigned, and each partition's lag. Executors also register in ZooKeeper with the
+partitions their consumer was assigned (``coordination.executors``), which shows an
+executor the group does not know (not joined yet, or cut off from the broker), and the
+host and pid of each. Either may be unavailable.
 
 Joined by worker id: a member's Kafka client id is ``executor-<worker_id>``
 (``ExecutorWorker.run``). Where the broker names a member, its assignment is used (it is

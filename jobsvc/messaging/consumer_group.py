@@ -4,10 +4,6 @@ The broker says who is in the group and which partitions each member holds
 (DescribeGroups), what the group has committed (OffsetFetch) and where each partition
 ends (ListOffsets). Lag is the end offset less the committed one. A broker that cannot be
 reached within the timeout raises ``MessagingUnavailable``.
-
-Some brokers report less: Tansu 0.6 (the local and test stack's broker) answers
-DescribeGroups with the group's state but no members; the cluster page names the
-executors from their ZooKeeper registrations instead (``jobsvc.cluster.executors``).
 """
 
 from __future__ import annotations

@@ -67,7 +67,6 @@ EXECUTOR_METRICS = (
     Metric("jobsvc_job_start_delay_seconds", "histogram"),
     Metric("jobsvc_attempt_duration_seconds", "histogram", ("handler",)),
     Metric("jobsvc_consumer_lag_messages", "gauge", ("partition",)),
-    Metric("jobsvc_consumer_offset_holes", "counter", ("outcome",)),
     Metric("jobsvc_executor_in_flight", "gauge"),
     Metric("jobsvc_executor_read_ahead_messages", "gauge"),
     Metric("jobsvc_executor_jobs_stolen", "counter"),

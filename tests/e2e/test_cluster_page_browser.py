@@ -4,9 +4,9 @@ Two schedulers and two executors run against the test stack; the API is served b
 gunicorn with the same ZooKeeper root, topics and consumer group. A staff user logs in
 to the admin and opens the page; every shard, scheduler and executor must be on it, with
 each shard's owner and a recent dispatch round, each executor's partitions, and the
-consumer group's committed offsets. Executors are named from their ZooKeeper
-registrations, so this holds on Tansu 0.6, the test broker, which answers DescribeGroups
-without the group's members.
+consumer group's committed offsets. Each executor is a member of the consumer group as
+Kafka describes it (with the partitions the group assigned it), and registered in
+ZooKeeper too.
 """
 
 from __future__ import annotations
@@ -166,6 +166,7 @@ def test_a_staff_user_sees_every_shard_and_worker(make_user, start_worker, messa
     assert shown == list(range(JOBS_PARTITIONS)), executors  # each partition, once
     for name, cells in executors.items():
         assert cells[5] == "0", f"{name} shows lag {cells[5]} after every job ran"
+        assert cells[6] == "ZooKeeper, Kafka", f"{name} is not a member Kafka describes"
     assert len(partitions) == JOBS_PARTITIONS
     assert len(express) == EXPRESS_PARTITIONS
     assert all(cells[3] == "0" for cells in partitions + express), partitions + express

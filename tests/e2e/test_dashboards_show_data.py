@@ -41,9 +41,6 @@ EMPTY_WITHOUT_A_FAULT = {
     # The sweeper recovers jobs only after a lost message or a dead executor.
     'sum by (reason) (increase(jobsvc_jobs_swept_total{job="jobsvc-scheduler"}'
     "[$__rate_interval]))": "only a lost message or executor makes the sweeper recover a job",
-    # Holes in a partition's offsets appear only when the broker skips offsets.
-    'sum by (outcome) (increase(jobsvc_consumer_offset_holes_total{job="jobsvc-executor"}'
-    "[$__rate_interval]))": "only a broker that skips offsets makes a hole",
 }
 
 

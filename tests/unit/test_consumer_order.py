@@ -1,100 +1,82 @@
-"""A partition's messages must arrive with contiguous offsets, or the hole is read again.
+"""A partition's offsets only grow within one log; an offset at or below the last one is a
+new log (the topic recreated), whose commit tracking starts again.
 
-The jobs topic has no compaction and no transactional producers, so every offset holds a
-job message; a consumer that skipped one would leave that job queued until the
-scheduler's sweeper dispatched it again, a minute later.
+The consumer is driven by a fake of confluent-kafka's ``Consumer`` (the port it uses:
+``poll``, ``consume``, ``store_offsets``, ``assignment``); no broker is involved.
 """
 
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
-
-from executor_worker.consumer import HOLE_REREADS, Delivery, _PartitionOrder
+from executor_worker.consumer import JobConsumer
 
 
-def _arrivals(order: _PartitionOrder, *offsets: int) -> list[Delivery]:
-    return [order.arrive(offset) for offset in offsets]
+class _Message:
+    def __init__(self, partition: int, offset: int) -> None:
+        self._partition, self._offset = partition, offset
+
+    def error(self):
+        return None
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def value(self) -> bytes:
+        return b"{}"
 
 
-def test_offsets_in_order_are_all_handled():
-    assert _arrivals(_PartitionOrder(), 7, 8, 9) == [Delivery.NEXT] * 3
+class _FakeKafkaConsumer:
+    def __init__(self, offsets: list[tuple[int, int]]) -> None:
+        self.pending = [_Message(p, o) for p, o in offsets]
+        self.stored: list[tuple[int, int]] = []
+
+    def subscribe(self, topics, on_assign, on_revoke) -> None:
+        pass
+
+    def poll(self, timeout):
+        return self.pending.pop(0) if self.pending else None
+
+    def consume(self, num_messages, timeout):
+        taken, self.pending = self.pending[:num_messages], self.pending[num_messages:]
+        return taken
+
+    def store_offsets(self, offsets) -> None:
+        self.stored += [(tp.partition, tp.offset) for tp in offsets]
+
+    def assignment(self):
+        return []
 
 
-def test_the_first_offset_after_an_assignment_may_be_anything():
-    order = _PartitionOrder()
-
-    assert order.arrive(4_000) is Delivery.NEXT
-    assert order.expected == 4_001
-
-
-def test_a_skipped_offset_asks_for_a_reread_from_the_hole():
-    order = _PartitionOrder()
-    order.arrive(10)
-
-    assert order.arrive(13) is Delivery.HOLE
-    assert order.expected == 11  # where the consumer seeks back to
+def _consumer(offsets: list[tuple[int, int]]) -> tuple[JobConsumer, _FakeKafkaConsumer]:
+    fake = _FakeKafkaConsumer(offsets)
+    consumer = JobConsumer(
+        bootstrap="unused:9092",
+        group_id="g",
+        topic="jobs",
+        client_id="test",
+        max_uncommitted=100,
+        kafka_consumer=fake,
+    )
+    return consumer, fake
 
 
-def test_the_reread_fills_the_hole_and_the_messages_after_it_come_again():
-    order = _PartitionOrder()
-    _arrivals(order, 10, 13)
-
-    assert _arrivals(order, 11, 12, 13, 14) == [Delivery.NEXT] * 4
-
-
-def test_messages_delivered_before_a_seek_are_not_handled_twice():
-    order = _PartitionOrder()
-    _arrivals(order, 10, 13)  # a hole: the consumer seeks back to 11
-    _arrivals(order, 11, 12, 13)
-
-    # Copies of what the read before the seek had fetched.
-    assert _arrivals(order, 12, 13, 14) == [Delivery.REPEATED, Delivery.REPEATED, Delivery.NEXT]
+def test_offsets_that_skip_ahead_are_all_handled_and_committed_in_order():
+    consumer, fake = _consumer([(0, 3), (0, 4), (0, 9)])  # gaps are allowed by Kafka
+    batch = consumer.poll_batch(max_messages=10, timeout=0)
+    assert [r.offset for r in batch] == [3, 4, 9]
+    consumer.handled(batch[2])
+    assert fake.stored == []  # 3 and 4 are not handled yet
+    consumer.handled(batch[0], batch[1])
+    assert fake.stored == [(0, 10)]
 
 
-def test_offsets_that_go_back_without_a_seek_are_a_new_log():
-    """The topic was recreated (or the broker lost it): the consumer's position was out of
-    range and reset to the new log's start. Those are new messages, not repeats."""
-    order = _PartitionOrder()
-    _arrivals(order, 500, 501, 502)
-
-    assert order.arrive(0) is Delivery.RESET
-    assert _arrivals(order, 1, 2) == [Delivery.NEXT, Delivery.NEXT]
-    assert order.expected == 3
-
-
-def test_a_new_log_below_an_earlier_reread_is_still_a_new_log():
-    order = _PartitionOrder()
-    _arrivals(order, 10, 13, 11, 12, 13)  # re-read from 11
-
-    assert order.arrive(0) is Delivery.RESET
-
-
-def test_a_hole_that_never_fills_is_accepted_after_the_rereads():
-    order = _PartitionOrder()
-    order.arrive(10)
-
-    assert _arrivals(order, *[13] * HOLE_REREADS) == [Delivery.HOLE] * HOLE_REREADS
-    assert order.arrive(13) is Delivery.NEXT
-    assert order.expected == 14
-
-
-def test_each_new_hole_gets_its_own_rereads():
-    order = _PartitionOrder(rereads=1)
-    _arrivals(order, 10, 12, 12)  # the hole at 11 is accepted after one re-read
-
-    assert order.arrive(14) is Delivery.HOLE
-
-
-@given(st.lists(st.integers(min_value=0, max_value=50), min_size=1, max_size=200))
-def test_handled_offsets_only_ever_increase_within_one_log(arrivals):
-    order = _PartitionOrder()
-    logs: list[list[int]] = [[]]
-    for offset in arrivals:
-        delivery = order.arrive(offset)
-        if delivery is Delivery.RESET:
-            logs.append([offset])
-        elif delivery is Delivery.NEXT:
-            logs[-1].append(offset)
-
-    assert all(handled == sorted(set(handled)) for handled in logs)
+def test_an_offset_that_goes_back_starts_a_new_log_whose_offsets_are_committed_alone():
+    consumer, fake = _consumer([(0, 40), (0, 41), (0, 0), (0, 1)])  # recreated topic
+    old_first, old_second, new_first, new_second = consumer.poll_batch(max_messages=10, timeout=0)
+    assert old_first.log == old_second.log != new_first.log == new_second.log
+    consumer.handled(old_first, old_second)  # the old log's: never committed
+    assert fake.stored == []
+    consumer.handled(new_first, new_second)
+    assert fake.stored == [(0, 2)]
