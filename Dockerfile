@@ -49,10 +49,7 @@ COPY coordination/ coordination/
 COPY jobsvc/ jobsvc/
 COPY scheduler_worker/ scheduler_worker/
 COPY executor_worker/ executor_worker/
-COPY deploy/__init__.py deploy/__init__.py
 COPY deploy/gunicorn.conf.py deploy/gunicorn.conf.py
-# The load generator (manage.py loadgen) can then be run from the image as well.
-COPY deploy/loadgen/ deploy/loadgen/
 # Bytecode compiled at build time: the user cannot write it at run time.
 RUN python -m compileall -q /app
 

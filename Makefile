@@ -23,7 +23,7 @@ PYTHON := $(VENV)/bin/python
 # pip runs again only when a requirements file changes after this stamp.
 REQUIREMENTS_STAMP := $(VENV)/.requirements-installed
 REQUIREMENTS := $(wildcard requirements/*.txt)
-KAFKA_POM := deploy/localstack/kafka.pom.xml
+KAFKA_POM := tools/devstack/kafka.pom.xml
 KAFKA_STAMP := $(VENV)/.kafka-fetched
 # Debian packages the stack needs: PostgreSQL server binaries, ZooKeeper (and the Java
 # runtime it and Kafka run on), Maven (fetches the Kafka broker), the venv module Debian ships separately from python3, and
@@ -60,7 +60,7 @@ $(PYTHON): | system-packages
 # The Apache Kafka broker's jars, from Maven Central into ~/.cache/jobsvc (outside the
 # state dir, keyed by the POM: a second `make run` needs no network).
 $(KAFKA_STAMP): $(KAFKA_POM) | $(REQUIREMENTS_STAMP)
-	$(PYTHON) -m deploy.localstack fetch-kafka
+	$(PYTHON) -m tools.devstack fetch-kafka
 	touch $@
 
 $(REQUIREMENTS_STAMP): $(REQUIREMENTS) | $(PYTHON)
@@ -68,11 +68,11 @@ $(REQUIREMENTS_STAMP): $(REQUIREMENTS) | $(PYTHON)
 	touch $@
 
 run: bootstrap
-	$(PYTHON) -m deploy.localstack run $(ARGS)
+	$(PYTHON) -m tools.devstack run $(ARGS)
 
 test: bootstrap
 	$(MAKE) --no-print-directory lint
-	$(PYTHON) -m deploy.localstack test $(ARGS)
+	$(PYTHON) -m tools.devstack test $(ARGS)
 
 # The fast loop: tests marked `unit` (tests/unit) need no servers, only dev settings.
 unit: bootstrap
@@ -97,13 +97,13 @@ bench: bootstrap
 	  dpkg -s "$$package" >/dev/null 2>&1 || { $(SUDO) apt-get update && \
 	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$$package"; }; \
 	done
-	$(PYTHON) -m deploy.localstack bench $(ARGS)
+	$(PYTHON) -m tools.devstack bench $(ARGS)
 
-# The whole system under a nemesis (deploy/chaos): its own stack of real servers, jobs
+# The whole system under a nemesis (tools/chaos): its own stack of real servers, jobs
 # through the API, one fault at a time, then mixed at random with a printed seed; exits 1
 # if a job was lost, run twice for one attempt, or started early. Table in chaos-results/.
 chaos: bootstrap
-	$(PYTHON) -m deploy.chaos $(ARGS)
+	$(PYTHON) -m tools.chaos $(ARGS)
 
 clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -print0 | xargs -0 rm -rf
@@ -113,7 +113,7 @@ clean:
 # `make run` is using it).
 clean-state:
 	@if [[ -x $(PYTHON) ]]; then \
-	  $(PYTHON) -m deploy.localstack clean-state; \
+	  $(PYTHON) -m tools.devstack clean-state; \
 	else \
 	  rm -rf .state; \
 	fi

@@ -37,11 +37,11 @@ bind = [os.environ.get("JOBSVC_API_BIND", "127.0.0.1:8000")]
 workers = _int_env("JOBSVC_API_WORKERS", 2 * _cores)
 # One thread per worker (gunicorn's sync worker) unless JOBSVC_API_THREADS says more
 # (then its gthread worker). On the 2-core machine with the whole stack on it, 4 workers
-# (python -m deploy.bench.api_create against `make run`, 16 connections, 4 runs of 12 s):
+# (python -m tools.bench.api_create against `make run`, 16 connections, 4 runs of 12 s):
 #   sync, 1 thread:       1,198-1,236 creates/s, p99 19.7-26.1 ms
 #   gthread, 4 threads:   784-1,250 creates/s, p99 30.8-68.4 ms
 #   gthread, 1 thread:    972-1,053 creates/s, p99 40.1-47.8 ms
-# A create is mostly Python (python -m deploy.bench.create_cpu: 0.63-0.75 ms of CPU, of
+# A create is mostly Python (python -m tools.bench.create_cpu: 0.63-0.75 ms of CPU, of
 # 1.1-1.2 ms wall in four runs of five), so threads add GIL hand-offs and little
 # overlap; and a gthread worker keeps its
 # keep-alive connections, so requests queue behind whichever worker holds the most, where

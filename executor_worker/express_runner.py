@@ -5,7 +5,7 @@ The express topic carries the first few jobs of users with few in flight on thei
 user's flood fills the jobs topic. The executor's loop reads it only between its own
 steps, and under a flood each step is a poll of thousands of messages or a claim of a
 thousand jobs, a few hundred milliseconds each on a busy machine: such a job waited up to
-about two of them, and its claim, before it started (deploy/bench light_user_due_now,
+about two of them, and its claim, before it started (tools/bench light_user_due_now,
 dispatched to started up to 560 ms). Here a thread of its own waits on the topic and
 claims and runs each due job whose handler runs inline (it never blocks) at once, in one
 transaction per shard, beside whatever the loop does.

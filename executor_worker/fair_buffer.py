@@ -19,7 +19,7 @@ on), in arrival order within a lane. An executor claims the jobs of a turn one s
 a time, so they start shard by shard over the turn, and a scheduler's round publishes a
 user's jobs on a shard together: taken in arrival order, a user's few jobs of a turn
 were mostly on one shard, started early or late in the turn, and a 1-second window that
-cut the turn saw a class of users far off its share. Traced with 100 users (deploy/bench
+cut the turn saw a class of users far off its share. Traced with 100 users (tools/bench
 fairness_many_users), the weight-1 class's share of a shard's claim of 100 jobs or more
 varied with a standard deviation of 48-54 % of it in arrival order, and of 23 % taken in
 turn from each shard. A lane the user had nothing from joins the round being served, not
@@ -31,7 +31,7 @@ fraction of its stride (``1 / weight``) past it, a different fraction for each u
 comes in (the golden-ratio sequence, spread evenly over [0, 1)): users of one weight that
 start together would otherwise be served at the same passes, each a job ahead or behind
 its share at once, and a class of 25 weight-1 users among 100 was 5-10 % off its share
-in 1-second windows (deploy/bench fairness_many_users); spread, their errors cancel. A
+in 1-second windows (tools/bench fairness_many_users); spread, their errors cancel. A
 user that was served ahead (its pass beyond the virtual time) keeps that pass when its
 queue runs dry for a moment, so emptying the queue between two deliveries gains nothing.
 
@@ -52,7 +52,7 @@ _GOLDEN_RATIO_CONJUGATE = (5**0.5 - 1) / 2  # its multiples mod 1 spread evenly
 # once it has none: a turn without it costs it a few jobs. Looking early for such users
 # cost more than it mended: with 100 users of weights 1, 2, 5 and 10, where two turns are
 # 4-44 jobs of each, the weight-1 class was 6.0 and 7.1 % off its share in a window in
-# two runs, against 2.1 % looking only once dry (deploy/bench/results/2026-11-25/
+# two runs, against 2.1 % looking only once dry (tools/bench/results/2026-11-25/
 # 16-looking-before-dry.md).
 _LOW_MARK_FLOOR = 64
 

@@ -7,7 +7,7 @@ executors, when they are published, up to the schedulers' in-flight limit (two s
 work or more in a flood) before they start. Executors do not drain at one speed on a
 shared machine, and the faster one runs out of a heavy user's jobs first: until the slower
 one is done too, that user gets its share of one executor only. Measured on 1:2:4 weights
-(deploy/bench fairness_end_to_end), the weight-4 user's share of the last second of its
+(tools/bench fairness_end_to_end), the weight-4 user's share of the last second of its
 backlog fell from 0.571 to 0.35-0.54 in about one run in three.
 
 So when a user's jobs here run low after a run of at least ``backlog_run`` of them
@@ -37,32 +37,32 @@ nothing (stuck, or far slower) are all run by the others.
 Looking only once a user had run dry narrowed the gap but did not close it: over fourteen
 alternated runs the weight-4 user's share of its last second was 0.489-0.565 (median
 0.517) against 0.395-0.565 (median 0.490) without stealing. The look came a turn late,
-after a turn that had nothing of that user (deploy/bench/results/2026-11-25/15-work-stealing.md).
+after a turn that had nothing of that user (tools/bench/results/2026-11-25/15-work-stealing.md).
 Looking while two turns' worth are left, over seventeen runs the share was 0.513-0.572
 (median 0.545), within 5 % in 11, against 0.460-0.543 (median 0.524) and none of 13 before;
 the drain was about 7 % slower in the first pairs but not in the last five (4 % in the
 pooled medians), for reasons the traces did not show
-(deploy/bench/results/2026-11-25/16-looking-before-dry.md).
+(tools/bench/results/2026-11-25/16-looking-before-dry.md).
 
 Taking half the *difference* between the others' jobs and its own instead, so that both
 hold as many after a look, was worse: the second before the weight-4 user's last start was
 7.3-17.5 % off its share (median 12.4) against 1.5-12.2 % (median 5.1) over five
 alternated pairs. The executor that looks first is most often the faster one, and the
-larger half suits it (deploy/bench/results/2026-11-26/21-dispatcher-split.md).
+larger half suits it (tools/bench/results/2026-11-26/21-dispatcher-split.md).
 
 A look that held the jobs it took for its executor for 5 s (the executor holding their
 messages set its copies aside meanwhile) ended the duplicates of a user's last jobs, but
 the split of those jobs between the executors could no longer be evened out, and the
 weight-4 user's last second was 30-52 % off its share in three alternated pairs against
 11-18 %; held 0.5 s, it was worse in 9 of 10 pairs (median 19.1 % against 9.8 %;
-deploy/bench/results/2026-11-27/25-held-steals.md).
+tools/bench/results/2026-11-27/25-held-steals.md).
 
 What was left of that last second was the executors' last turns of the user: both take
 copies of the same jobs in one turn, and only one starts each. So while a user with a
 quarter of the weights or more runs low among others, the executor takes quarter turns
 (``ExecutorWorker._claim_batch``): over eleven alternated pairs the weight-4 user's last
 second was 0.8-2.7 % off its share against 2.1-13.1 %
-(deploy/bench/results/2026-11-27/29-short-turns-at-run-out.md).
+(tools/bench/results/2026-11-27/29-short-turns-at-run-out.md).
 
 A look is a query per shard, so there is at most one per ``interval``, for at most
 ``max_users`` users (the heaviest first).

@@ -398,7 +398,7 @@ class ExecutorWorker:
         nothing more: a poll returns what the client's queue hands over at once, often
         less than asked while tens of thousands wait (librdkafka's ``fetchq_cnt`` stayed at
         20,000-58,000 messages through a 100,000-job flood while turns stopped at the
-        first short poll; deploy/bench steady_beside_flood).
+        first short poll; tools/bench steady_beside_flood).
         """
         # Express jobs due now are taken before anything more is read (reading takes
         # tens of milliseconds a batch); the next turn reads, whatever the express topic
@@ -501,7 +501,7 @@ class ExecutorWorker:
         last second fell well below its weight. Dropped before the take, such copies take
         no turn: over thirteen alternated 1:2:4 pairs the weight-4 user's last second was
         3.6-15.1 % off its share (median 7.7, within 5 % in 4) against 4.7-17.6 % (median
-        10.3, in 1), better in 11 (deploy/bench/results/2026-11-27/24-dropped-copies.md)."""
+        10.3, in 1), better in 11 (tools/bench/results/2026-11-27/24-dropped-copies.md)."""
         contested, self._contested = self._contested, set()
         by_shard: defaultdict[int, list[tuple[FairBuffer[_Item], Hashable, _Item]]]
         by_shard = defaultdict(list)
@@ -577,7 +577,7 @@ class ExecutorWorker:
         What they skip is the jobs topic's queue; here, a due one ends the turn after the
         claim at hand and the next turn takes jobs before it reads more (``_receive``).
         Uncharged, express jobs spread the started jobs per user of 1,000 users from
-        178-199 to 149-198 (deploy/bench fairness_thousand_users)."""
+        178-199 to 149-198 (tools/bench fairness_thousand_users)."""
         if self._express_runner is None:
             return self._express_due
         handover = self._express_runner.take_handover()
@@ -646,15 +646,15 @@ class ExecutorWorker:
         take the same copies in one turn both charge the user for them, and only one
         starts each: for a turn's length the user gets about half its share. Shorter turns
         check more often and lose less: over eleven 1:2:4 pairs alternated with whole
-        turns (deploy/bench/results/2026-11-27/29-short-turns-at-run-out.md), the second
+        turns (tools/bench/results/2026-11-27/29-short-turns-at-run-out.md), the second
         before the weight-4 user's last start was 0.8-2.7 % off its share, against
         2.1-13.1 % with whole turns (within 5 % in 4 of 11). The same rule showed no gain
         in session 23, before that check and before each user's jobs were dealt to every
-        executor in turn (deploy/bench/results/2026-11-27/22-refund.md).
+        executor in turn (tools/bench/results/2026-11-27/22-refund.md).
 
         Only a user with at least a quarter of the weights held counts: a user with a
         small share loses little to copies, and taken for every user running low, quarter
-        turns drained a 100,000-job flood beside ten steady users (deploy/bench
+        turns drained a 100,000-job flood beside ten steady users (tools/bench
         steady_beside_flood) in 6.29-6.57 s against 5.42-6.14 s, slower in three pairs of
         three; with this condition no turn of a traced run of it was shortened. A user
         alone takes nobody's turns: it is drained in whole turns."""
@@ -796,7 +796,7 @@ class ExecutorWorker:
         # first: charged, they were turns lost to their user. In traced 1:2:4 runs the
         # executor its peer stole from gave the weight-4 user 0.49-0.56 of its starts in
         # the second before that user's last 0.2 s, for a share of 0.571
-        # (deploy/bench/results/2026-11-27/22-refund.md).
+        # (tools/bench/results/2026-11-27/22-refund.md).
         dropped: defaultdict[tuple[int, float, FairBuffer[_Item]], int] = defaultdict(int)
         for message, received in items:
             key = (message.job_id, message.attempt)

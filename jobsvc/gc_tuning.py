@@ -6,7 +6,7 @@ CPython runs a young collection once container objects allocated (less those fre
 if the objects that survived have grown by a quarter since the last. A worker under a
 flood allocates for every job and holds tens of thousands of messages at a time (an
 executor's read-ahead), so full collections come every few seconds, and each walks all
-of those and everything start-up created. Traced in one 1:2:4 bench run (deploy/bench
+of those and everything start-up created. Traced in one 1:2:4 bench run (tools/bench
 fairness_end_to_end, 90,000 jobs in about 6 s), each executor made 3 full collections of
 66-136 ms while the jobs ran (and about 500 smaller ones, 210 ms together), each
 scheduler 2 of 79-112 ms; they found 0-29 objects of garbage. For that long the process
@@ -26,7 +26,7 @@ each API process as it imports jobsvc.wsgi):
 
 In a run of the same scenario with both, each executor made one young collection (12-29
 ms) while the jobs ran and each scheduler none. Measured end to end in
-deploy/bench/results/2026-11-25/17-garbage-collector.md.
+tools/bench/results/2026-11-25/17-garbage-collector.md.
 """
 
 from __future__ import annotations

@@ -224,7 +224,7 @@ ZK_ROOT = env_str("JOBSVC_ZK_ROOT", "/jobsvc")
 SCHEDULER_POLL_INTERVAL = env_float("JOBSVC_SCHEDULER_POLL_INTERVAL_SECONDS", 0.05, minimum=0.001)
 # Jobs per round. Each round's messages go to the broker as one batch, and a job due now
 # waits behind the rounds still being published (at most two): 1,000 keeps that short
-# while a flood is dispatched, at the drain speed 2,000 gave (deploy/bench light_user_wait).
+# while a flood is dispatched, at the drain speed 2,000 gave (tools/bench light_user_wait).
 SCHEDULER_BATCH_SIZE = env_int("JOBSVC_SCHEDULER_BATCH_SIZE", 1000, minimum=1)
 # With many users due, a round claims at least this many jobs per due user: a round costs
 # about as much per user as per job (scheduler_worker.shard_rounds.round_size). 0: off.
@@ -234,7 +234,7 @@ SCHEDULER_ROUND_JOBS_PER_USER = env_int("JOBSVC_SCHEDULER_ROUND_JOBS_PER_USER", 
 # waiting; but a heavy user whose last jobs sit on one shard can have only its weighted
 # share of this in flight there, and must not run dry before they are dispatched: 5,000
 # made the weight-4 user of 1:2:4 fall 5-8 % short in its last second, 10,000 did not
-# (deploy/bench fairness_end_to_end). 0 means no cap.
+# (tools/bench fairness_end_to_end). 0 means no cap.
 SCHEDULER_MAX_IN_FLIGHT_PER_SHARD = env_int(
     "JOBSVC_SCHEDULER_MAX_IN_FLIGHT_PER_SHARD", 10000, minimum=0
 )
@@ -250,7 +250,7 @@ SCHEDULER_QUEUED_TIMEOUT = env_float("JOBSVC_SCHEDULER_QUEUED_TIMEOUT_SECONDS", 
 # Seconds before its due time a job may be dispatched. The executor holds it until it is
 # due, so the scheduler's round, the broker and the executor's read happen while the job
 # waits anyway: under a flood they queue for CPU, and a job due during another user's
-# flood waited for them after it was due (deploy/bench light_user_wait). A job queued
+# flood waited for them after it was due (tools/bench light_user_wait). A job queued
 # this way can no longer be rescheduled (409), as a dispatched one; it can be cancelled.
 # 0: dispatch jobs only once they are due.
 SCHEDULER_DISPATCH_AHEAD = env_float("JOBSVC_SCHEDULER_DISPATCH_AHEAD_SECONDS", 1.0, minimum=0.0)
@@ -395,7 +395,7 @@ MAX_REQUEST_BYTES = env_int("JOBSVC_MAX_REQUEST_BYTES", 16 * 1024 * 1024, minimu
 # A bulk request of at least this many jobs is dealt over every shard and committed in two
 # phases (jobsvc.jobs.spread); smaller ones, and all where this is 0, go to one shard.
 # Each shard a request touches costs a commit flushed to disk: 1,000-job requests were
-# created at 24,000-25,000 jobs/s spread, 43,000 on one shard (deploy/bench api_create).
+# created at 24,000-25,000 jobs/s spread, 43,000 on one shard (tools/bench api_create).
 BULK_SPREAD_MIN_JOBS = env_int("JOBSVC_BULK_SPREAD_MIN_JOBS", 100, minimum=0)
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
 # How long an Idempotency-Key is remembered: a retry within this many hours of the first

@@ -8,7 +8,7 @@ round of a thousand jobs): each of their wake-ups (a poll's return, each round t
 claim) waited up to that long, and a job created due now passes a dozen of them in two
 processes. ``set_switch_interval`` is called once a worker has started; the workers' main
 threads lose a little to the more frequent switches. Measured end to end in
-deploy/bench/results/2026-11-26/20-read-budget.md.
+tools/bench/results/2026-11-26/20-read-budget.md.
 """
 
 from __future__ import annotations

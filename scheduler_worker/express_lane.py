@@ -4,7 +4,7 @@ A Kafka partition is a FIFO queue. During another user's flood, every partition 
 topic holds up to the schedulers' in-flight caps of the flood's messages (40,000 at the
 defaults), and an executor reads them at the speed it can decode them: a job created due
 now by a user with no backlog was read only after every message published before it, up
-to a second and more at the start of a 100,000-job flood (deploy/bench
+to a second and more at the start of a 100,000-job flood (tools/bench
 light_user_due_now). Executors start what they hold in weighted fair order, so that wait
 is one that fair order cannot shorten.
 

@@ -152,7 +152,7 @@ class ShardInFlight:
 
         The count reads every queued and running row (10,000 per shard at the default
         limit); run every round, it was the shards' costliest statement during a flood
-        (37 % of the samples of active statements in deploy/bench fairness_many_users).
+        (37 % of the samples of active statements in tools/bench fairness_many_users).
         Between counts the jobs executors finished are not seen, so the limit is never
         passed, and what they freed is claimed at the next count, in one larger round.
         """

@@ -16,10 +16,10 @@ second, where it then has fewer turns than the others, while its jobs wait in th
 first. Dealt from wherever a round's hands began, with the range
 assignor (each executor a block of partitions), a user's jobs per executor drifted
 apart as a random walk over the rounds. With 1,000 weight-1 users of 200 jobs each
-(deploy/bench fairness_thousand_users), traced in one run: the two users furthest
+(tools/bench fairness_thousand_users), traced in one run: the two users furthest
 behind, 21 jobs short when the first user was done, had 122 and 123 jobs started in a
 row by one executor, while the other ran out of theirs 16 and 18 times, mostly after
-runs of 1-5 jobs (deploy/bench/results/2026-11-27/28-dealing-by-executor.md).
+runs of 1-5 jobs (tools/bench/results/2026-11-27/28-dealing-by-executor.md).
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def deal(
 
     Each hand gets a consecutive slice of a user's jobs, not every n-th one. Dealt every
     n-th job, a 100,000-job flood drained in 7.5 and 8.4 s against 6.4 and 7.7 s cut
-    into runs, in two alternated pairs of runs (deploy/bench light_user_wait);
+    into runs, in two alternated pairs of runs (tools/bench light_user_wait);
     consecutive slices, in 7.9 and 6.9 s against 9.5 and 9.4 s. A likely cause, not
     shown: a user's consecutive jobs sit together in the table, and the two executors
     then update alternate rows of the same pages.

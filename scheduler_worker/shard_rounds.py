@@ -67,12 +67,12 @@ def round_size(batch_size: int, due_users: int, *, jobs_per_user: int) -> int:
     user, the claim probes each user's due range, the allocation and the publishing order
     go through every user. With a thousand users due on a shard, a round of 1,000 jobs
     gave each one job and took 0.5 s, and the schedulers, not the executors, set the
-    drain rate, the executors using under half a core of the two (deploy/bench
+    drain rate, the executors using under half a core of the two (tools/bench
     fairness_thousand_users). A few jobs per user and round are as fair: the allocation
     gives each user its weighted share of the round. Such a round waits for room for
     half of it under the in-flight limit (``ShardInFlight.worth_a_round``): rounds of a
     few hundred jobs for a thousand users, as fast as room came, made that drain 15 %
-    slower (deploy/bench/results/2026-11-27/26-round-size.md).
+    slower (tools/bench/results/2026-11-27/26-round-size.md).
     """
     return max(batch_size, jobs_per_user * due_users)
 
@@ -281,7 +281,7 @@ class ShardRounds:
         the job of a user who creates it due now during another user's flood waited for
         the flood's jobs to finish and be counted (``IN_FLIGHT_RECOUNT_INTERVAL``), then
         for a round: from its due time to its dispatch p99 299-531 ms in four runs, and
-        140-169 ms in three with this (deploy/bench light_user_due_now). Such a user then
+        140-169 ms in three with this (tools/bench light_user_due_now). Such a user then
         has a job in flight and waits for room like everyone else, so the limit is passed
         by at most one job per due user.
         """

@@ -1,7 +1,7 @@
 """Shared fixtures.
 
 Tests run against real PostgreSQL servers (and ZooKeeper and a Kafka-protocol broker)
-that ``python -m deploy.localstack test`` (``make test``) starts on free ports and passes
+that ``python -m tools.devstack test`` (``make test``) starts on free ports and passes
 in through the ``JOBSVC_*`` environment. The databases are throwaway, so migrations are
 applied to them directly instead of to ``test_*`` copies.
 """
@@ -17,11 +17,11 @@ from django.core.management import call_command
 from django.db import connections
 from rest_framework.test import APIClient
 
-from deploy.bench.processes import stop_on_sigterm
 from jobsvc.accounts.authentication import user_cache, verified_tokens
 from jobsvc.accounts.models import User
 from jobsvc.accounts.tokens import token_issue
 from jobsvc.sharding.shards import shard_aliases
+from tools.bench.processes import stop_on_sigterm
 
 DEFAULT_PASSWORD = "a long enough passphrase 42"
 _usernames = (f"user{n}" for n in itertools.count())

@@ -13,8 +13,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from deploy.bench.processes import REPO, stopped_with_parent
-from deploy.localstack.ports import free_port
+from tools.bench.processes import REPO, stopped_with_parent
+from tools.devstack.ports import free_port
 
 API_START_TIMEOUT = 30.0  # seconds until gunicorn answers /healthz
 

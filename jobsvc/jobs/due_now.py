@@ -3,7 +3,7 @@
 A scheduler finds due jobs in rounds: back to back while a flood is dispatched, each a
 claim of a thousand jobs and their publishing, 100-250 ms on a busy machine. A job
 created due now during another user's flood waited for the round in progress and then for
-its own: 100-290 ms from its creation to its claim (deploy/bench light_user_due_now).
+its own: 100-290 ms from its creation to its claim (tools/bench light_user_due_now).
 
 So once jobs due within the dispatch-ahead window (JOBSVC_SCHEDULER_DISPATCH_AHEAD_SECONDS)
 are committed, the API sends a notification on ``CHANNEL`` in their shard's database,

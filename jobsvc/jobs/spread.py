@@ -5,7 +5,7 @@ as fast as the shards holding them send them: each shard's scheduler gives a use
 weighted part of that shard's dispatch. With a bulk request on one random shard, a user's
 jobs sat on one or two shards, and the users sharing those shards with it slowed it down:
 in the last seconds of the heaviest user's backlog its share fell to 0.32-0.53 of 0.556
-(deploy/bench fairness_many_users, fairness_end_to_end). Dealt over every shard, a user's
+(tools/bench fairness_many_users, fairness_end_to_end). Dealt over every shard, a user's
 jobs are where all of the dispatch is.
 
 All or none across shards is PostgreSQL's two-phase commit, with the decision written in
@@ -30,7 +30,7 @@ dispatched when committed, late if their time passed. A retry of a keyed request
 not wait for the sweep: it resolves the shards its listed jobs are missing from
 (``jobsvc.jobs.services``), so the replay lists every job.
 
-The servers need ``max_prepared_transactions`` > 0 (deploy/localstack and
+The servers need ``max_prepared_transactions`` > 0 (tools/devstack and
 docker-compose.yml set 100). Where it is 0, requests fall back to one shard
 (``TwoPhaseUnavailable``).
 """

@@ -12,7 +12,6 @@ import pytest
 from django.conf import settings as django_settings
 from django.db import connections
 
-from deploy.localstack.ports import free_port
 from jobsvc.jobs import spread
 from jobsvc.sharding.ids import shard_of
 from jobsvc.sharding.shards import (
@@ -24,6 +23,7 @@ from jobsvc.sharding.shards import (
 from tests.api.support import error_of, job_body, job_count, post_jobs, stored_job
 from tests.conftest import prepared_bulk_transactions
 from tests.e2e.faults import terminate_connection
+from tools.devstack.ports import free_port
 
 pytestmark = [
     pytest.mark.django_db(databases="__all__", transaction=True),

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.db import connections
 
-from deploy.localstack.ports import free_port
 from jobsvc.sharding.ids import new_job_id
 from tests.api.support import JOBS_URL, error_of, job_body, job_url, post_jobs
+from tools.devstack.ports import free_port
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 

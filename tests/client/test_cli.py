@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from deploy.bench.processes import REPO
 from tests.conftest import DEFAULT_PASSWORD
+from tools.bench.processes import REPO
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 

@@ -11,9 +11,9 @@ from django.test import Client
 
 from coordination.client import connect, disconnect
 from coordination.executors import ExecutorRegistration
-from deploy.localstack.ports import free_port
 from jobsvc.sharding.shards import shard_count
 from tests.waiting import wait_until
+from tools.devstack.ports import free_port
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 

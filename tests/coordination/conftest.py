@@ -1,6 +1,6 @@
 """Fixtures for the coordination tests.
 
-ZooKeeper comes from `JOBSVC_ZK_HOSTS` (set by `python -m deploy.localstack test`); tests
+ZooKeeper comes from `JOBSVC_ZK_HOSTS` (set by `python -m tools.devstack test`); tests
 that need it skip without it. Each test works under its own root znode.
 """
 

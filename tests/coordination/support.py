@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deploy.bench.processes import stopped_with_parent
 from tests.waiting import wait_until
+from tools.bench.processes import stopped_with_parent
 
 # -- what the workers were told ------------------------------------------------------------
 

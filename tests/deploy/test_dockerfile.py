@@ -9,7 +9,7 @@ import re
 
 from tests.deploy.support import DOCKERFILE, DOCKERIGNORE, REPO
 
-FIRST_PARTY = {"jobsvc", "scheduler_worker", "executor_worker", "coordination", "deploy", "tests"}
+FIRST_PARTY = {"jobsvc", "scheduler_worker", "executor_worker", "coordination", "tools", "tests"}
 API_COMMAND = ["gunicorn", "--config", "deploy/gunicorn.conf.py", "jobsvc.wsgi:application"]
 
 

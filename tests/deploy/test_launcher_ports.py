@@ -1,8 +1,8 @@
-"""Which ports `make run` persists in its state dir (deploy/localstack/cli.py)."""
+"""Which ports `make run` persists in its state dir (tools/devstack/cli.py)."""
 
 from __future__ import annotations
 
-from deploy.localstack.cli import DEFAULT_PORTS, _choose_ports
+from tools.devstack.cli import DEFAULT_PORTS, _choose_ports
 
 
 def test_without_replicas_the_same_services_get_ports_as_before():

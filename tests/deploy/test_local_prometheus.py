@@ -1,4 +1,4 @@
-"""The Prometheus `make run` starts (deploy/localstack/prometheus.py).
+"""The Prometheus `make run` starts (tools/devstack/prometheus.py).
 
 The config it writes must pass promtool and scrape every app process on the port that
 process was given; a real Prometheus started from it must scrape a target.
@@ -17,12 +17,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deploy.localstack import prometheus as local_prometheus
-from deploy.localstack.apps import METRICS_PORT_ENV, app_specs
-from deploy.localstack.polling import poll_until
-from deploy.localstack.ports import LOOPBACK, free_port
-from deploy.localstack.process import ManagedProcess
-from deploy.localstack.prometheus import (
+from tests.deploy.contract import SCRAPE_JOBS
+from tests.deploy.support import REPO, promtool
+from tools.devstack import prometheus as local_prometheus
+from tools.devstack.apps import METRICS_PORT_ENV, app_specs
+from tools.devstack.polling import poll_until
+from tools.devstack.ports import LOOPBACK, free_port
+from tools.devstack.process import ManagedProcess
+from tools.devstack.prometheus import (
     ALERT_RULES,
     LocalPrometheus,
     ScrapeTarget,
@@ -30,8 +32,6 @@ from deploy.localstack.prometheus import (
     scrape_targets,
     start_local_prometheus,
 )
-from tests.deploy.contract import SCRAPE_JOBS
-from tests.deploy.support import REPO, promtool
 
 START_TIMEOUT = 30.0  # seconds for Prometheus to start and scrape a target once
 EXPOSITION = b"# TYPE jobsvc_shards_configured gauge\njobsvc_shards_configured 4\n"

@@ -1,4 +1,4 @@
-"""A replicated PostgreSQL server of the local stack (deploy/localstack/standby.py).
+"""A replicated PostgreSQL server of the local stack (tools/devstack/standby.py).
 
 On throwaway servers of its own (never the shared test stack): the standby streams
 synchronously, a commit the primary acknowledged is on the standby, and after the primary
@@ -16,11 +16,11 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from deploy.localstack.ports import free_port
-from deploy.localstack.postgres import PostgresServer
-from deploy.localstack.stack import build_test_stack, new_stack_dir
-from deploy.localstack.standby import PostgresStandby, replicated_url, start_replicated
 from tests.waiting import wait_until
+from tools.devstack.ports import free_port
+from tools.devstack.postgres import PostgresServer
+from tools.devstack.stack import build_test_stack, new_stack_dir
+from tools.devstack.standby import PostgresStandby, replicated_url, start_replicated
 
 DATABASE = "jobsvc_shard_0"
 TIMEOUT = 10.0  # seconds for a replicated row to be visible, for a killed server to be gone

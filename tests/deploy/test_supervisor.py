@@ -1,4 +1,4 @@
-"""`make run` keeps going when a worker dies (deploy/localstack/supervisor.py).
+"""`make run` keeps going when a worker dies (tools/devstack/supervisor.py).
 
 Real child processes (small Python programs) stand in for the workers: the supervisor
 restarts one that exits or is killed, gives up on a crash loop, stops the stack when a
@@ -17,16 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from deploy.localstack.apps import app_specs
-from deploy.localstack.interrupts import Interrupted, SignalGuard
-from deploy.localstack.ports import LOOPBACK, free_port
-from deploy.localstack.probes import http_ok
-from deploy.localstack.process import ManagedProcess
-from deploy.localstack.restarts import RestartPolicy
-from deploy.localstack.server import Server
-from deploy.localstack.supervisor import StackFailure, Supervisor
 from tests.deploy.support import REPO
 from tests.waiting import wait_until
+from tools.devstack.apps import app_specs
+from tools.devstack.interrupts import Interrupted, SignalGuard
+from tools.devstack.ports import LOOPBACK, free_port
+from tools.devstack.probes import http_ok
+from tools.devstack.process import ManagedProcess
+from tools.devstack.restarts import RestartPolicy
+from tools.devstack.server import Server
+from tools.devstack.supervisor import StackFailure, Supervisor
 
 WATCH_INTERVAL = 0.02  # seconds: the test's supervisor looks often
 TIMEOUT = 10.0  # seconds for a child to start, exit or be restarted
@@ -87,7 +87,7 @@ def test_a_killed_worker_is_restarted_with_a_loud_log_line(supervisors, tmp_path
     supervisors.append(supervisor)
     first = start_child(supervisor, tmp_path, SLEEP_FOREVER)
     watching = Watching(supervisor)
-    caplog.set_level(logging.WARNING, logger="deploy.localstack.supervisor")
+    caplog.set_level(logging.WARNING, logger="tools.devstack.supervisor")
 
     os.kill(first.pid, signal.SIGKILL)
 
@@ -193,7 +193,7 @@ def test_no_restart_happens_once_the_stack_is_stopping(supervisors, tmp_path, ca
     supervisors.append(supervisor)
     first = start_child(supervisor, tmp_path, SLEEP_FOREVER)
     watching = Watching(supervisor)
-    caplog.set_level(logging.WARNING, logger="deploy.localstack.supervisor")
+    caplog.set_level(logging.WARNING, logger="tools.devstack.supervisor")
     os.kill(first.pid, signal.SIGKILL)
     wait_until(lambda: "restart 1 in 30.0 s" in caplog.text, timeout=TIMEOUT, what="exit seen")
 

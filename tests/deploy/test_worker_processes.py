@@ -24,7 +24,7 @@ _RUN = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from deploy.bench.processes import WorkerProcess, stop_on_sigterm
+    from tools.bench.processes import WorkerProcess, stop_on_sigterm
 
     if sys.argv[1] == "graceful":
         stop_on_sigterm()

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 import pytest
 from django.conf import settings
 
-from deploy.bench.processes import WorkerProcess
-from deploy.fast_timings import FAST_FAILURE_TIMINGS
-from deploy.localstack.kafka import KafkaBroker
-from deploy.localstack.ports import free_port
-from deploy.localstack.stack import new_stack_dir
-from deploy.webhook_receiver import Receiver
 from jobsvc.messaging.topics import ensure_topics, jobs_topics
+from tools.bench.processes import WorkerProcess
+from tools.devstack.kafka import KafkaBroker
+from tools.devstack.ports import free_port
+from tools.devstack.stack import new_stack_dir
+from tools.fast_timings import FAST_FAILURE_TIMINGS
+from tools.webhook_receiver import Receiver
 
 if TYPE_CHECKING:
     from tests.e2e.jobs_topic import JobsTopic

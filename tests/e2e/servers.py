@@ -16,9 +16,9 @@ from pathlib import Path
 import psycopg
 from django.conf import settings
 
-from deploy.localstack.postgres import PG_BIN_DIR_ENV, SYSTEM_USER
-from deploy.localstack.process import RunAs
-from deploy.localstack.stack import MANIFEST_FILE, TEST_STACK_DIR_ENV
+from tools.devstack.postgres import PG_BIN_DIR_ENV, SYSTEM_USER
+from tools.devstack.process import RunAs
+from tools.devstack.stack import MANIFEST_FILE, TEST_STACK_DIR_ENV
 
 RESTART_TIMEOUT = 60  # seconds for pg_ctl to stop the server and see it accept connections
 

@@ -1,5 +1,5 @@
 """The fault campaign's short run: one pass of every fault, failover included, on a
-replicated stack of its own (`python -m deploy.chaos --short --replicas 1 --burst 200`).
+replicated stack of its own (`python -m tools.chaos --short --replicas 1 --burst 200`).
 
 It starts its own servers because it restarts, kills and promotes them; the test stack of
 `make test` is not touched. What users rely on: no acknowledged job lost, no (job,
@@ -13,7 +13,7 @@ import json
 import subprocess
 import sys
 
-from deploy.bench.processes import REPO
+from tools.bench.processes import REPO
 
 CAMPAIGN_TIMEOUT = 240  # seconds; the run takes about 2 minutes on 2 shared cores
 STOP_TIMEOUT = 60  # seconds for a timed-out campaign to stop its stack
@@ -22,7 +22,7 @@ FAILOVER_RECOVERY_BOUND = 10.0  # seconds from the promotion until every shard r
 # one that runs out of it takes the jobs the other holds (work stealing), also while that
 # one is paused or killed: no job may be lost or run twice for one attempt that way either.
 CAMPAIGN = [
-    *(sys.executable, "-m", "deploy.chaos", "--short", "--replicas", "1"),
+    *(sys.executable, "-m", "tools.chaos", "--short", "--replicas", "1"),
     *("--rate", "15", "--burst", "200"),
 ]
 EVERY_FAULT = {

@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from deploy.bench.processes import REPO
 from jobsvc_client import Client, WaitTimeout
 from tests.conftest import DEFAULT_PASSWORD
 from tests.served_api import serving_api
+from tools.bench.processes import REPO
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 

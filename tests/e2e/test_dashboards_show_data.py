@@ -19,15 +19,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from deploy.localstack.apps import METRICS_PORT_ENV
-from deploy.localstack.ports import LOOPBACK, free_port
-from deploy.localstack.process import ManagedProcess
-from deploy.localstack.prometheus import ALERT_RULES, LocalPrometheus, ScrapeTarget
 from jobsvc_client import Client, JobSpec, NotFound
 from tests.conftest import DEFAULT_PASSWORD
 from tests.deploy.support import GRAFANA_DIR, REPO
 from tests.served_api import serving_api
 from tests.waiting import wait_until
+from tools.devstack.apps import METRICS_PORT_ENV
+from tools.devstack.ports import LOOPBACK, free_port
+from tools.devstack.process import ManagedProcess
+from tools.devstack.prometheus import ALERT_RULES, LocalPrometheus, ScrapeTarget
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from deploy.localstack.ports import free_port
 from jobsvc.jobs.models import Job
 from jobsvc.messaging.producer import BatchProducer
 from jobsvc.sharding.ids import shard_of
@@ -20,6 +19,7 @@ from tests.e2e.faults import shard_offline
 from tests.e2e.health import readyz
 from tests.e2e.jobs_topic import HANDLED_TIMEOUT, job, message, queued_job
 from tests.waiting import wait_until
+from tools.devstack.ports import free_port
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 

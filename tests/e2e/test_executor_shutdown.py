@@ -16,7 +16,6 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from django.conf import settings
 from django.db import connections
 
-from deploy.bench.processes import WorkerProcess
 from jobsvc.env import env_database_urls
 from jobsvc.messaging.topic_names import express_topic_of
 from jobsvc.sharding.shards import shard_aliases
@@ -24,6 +23,7 @@ from scheduler_worker.queries import LOST_ATTEMPT_ERROR
 from tests.e2e.conftest import EXPRESS_PARTITIONS, FAST_TIMINGS, JOBS_PARTITIONS, Messaging
 from tests.e2e.jobs import all_jobs, create, due_in, spec, status_counts
 from tests.waiting import wait_until
+from tools.bench.processes import WorkerProcess
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 

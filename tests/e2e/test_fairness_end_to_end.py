@@ -6,8 +6,8 @@ them with the no-op (inline) ``default`` handler, or with the ``http`` handler a
 webhook receiver (jobs that need a handler thread, which executors start only as threads
 come free). What is measured is each job's ``started_at``, read from the shard databases:
 the promise is a backlogged user's share of the started jobs, system-wide, not per shard.
-The benchmark of the same measurement, at larger sizes, is ``deploy/bench/fairness.py``;
-both count with ``deploy/bench/shares.py``.
+The benchmark of the same measurement, at larger sizes, is ``tools/bench/fairness.py``;
+both count with ``tools/bench/shares.py``.
 """
 
 from __future__ import annotations
@@ -22,14 +22,6 @@ from typing import NamedTuple
 import pytest
 from django.db import connections
 
-from deploy.bench.shares import (
-    backlogged_windows,
-    jain_index,
-    last_backlogged_second,
-    shares,
-    weighted_shares,
-)
-from deploy.webhook_receiver import LOOPBACK_WEBHOOKS
 from jobsvc.accounts.models import User
 from jobsvc.jobs.models import Job, JobStatus
 from jobsvc.sharding.shards import shard_alias, shard_aliases, shard_ids
@@ -38,6 +30,14 @@ from jobsvc_client.models import JobSpec
 from tests.conftest import DEFAULT_PASSWORD
 from tests.served_api import serving_api
 from tests.waiting import wait_until
+from tools.bench.shares import (
+    backlogged_windows,
+    jain_index,
+    last_backlogged_second,
+    shares,
+    weighted_shares,
+)
+from tools.webhook_receiver import LOOPBACK_WEBHOOKS
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
@@ -61,12 +61,12 @@ JAIN_FLOOR = 0.99  # Jain's index of share / weighted share, over the backlogged
 MIN_WINDOWS = 3  # whole 1-s windows with every user backlogged, or the test measured nothing
 # The last whole window before the first user runs out, and the second before its last
 # start, are where two executors that drain at different speeds show: each holds its share
-# of a user's last jobs, and the faster runs out first (deploy/bench/results/2026-11-24/
+# of a user's last jobs, and the faster runs out first (tools/bench/results/2026-11-24/
 # 12-idle-users-past-the-cap.md); one run of two here once saw the weight-2 user at 0.343
 # (of 0.286) in that window. Work stealing, the check for copies started elsewhere and
 # quarter turns while a heavy user runs low close it for no-op jobs: on the bench the
 # weight-4 user's share of its last second was 0.8-2.7 % off (relative) in 11 of 11 runs,
-# against 2.1-13.1 % before (deploy/bench/results/2026-11-27/29-short-turns-at-run-out.md).
+# against 2.1-13.1 % before (tools/bench/results/2026-11-27/29-short-turns-at-run-out.md).
 # Webhook jobs (started as handler threads come free) leave that window to Jain's index.
 RUN_OUT_WINDOWS = 1
 # The first second of webhook jobs is checked by Jain's index only, too: executors give a

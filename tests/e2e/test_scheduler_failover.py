@@ -13,13 +13,13 @@ from django.conf import settings
 
 from coordination.client import connect
 from coordination.paths import ZnodePaths
-from deploy.localstack import zookeeper
 from jobsvc.jobs.models import Job, ShardLease
 from jobsvc.sharding.shards import shard_alias, shard_ids
 from scheduler_worker.queries import LOST_ATTEMPT_ERROR
 from tests.e2e.conftest import FAST_TIMINGS
 from tests.e2e.jobs import all_jobs, create, due_in, spec, status_counts
 from tests.waiting import wait_until
+from tools.devstack import zookeeper
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 

@@ -11,12 +11,12 @@ import pytest
 from django.conf import settings
 
 from coordination.assignment import assign_shards
-from deploy.localstack.ports import free_port
 from jobsvc.jobs.models import ShardLease
 from jobsvc.sharding.shards import shard_alias, shard_ids
 from tests.e2e.health import readyz
 from tests.e2e.jobs import create, due_in, spec, status_counts
 from tests.waiting import wait_until
+from tools.devstack.ports import free_port
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from deploy.bench.processes import WorkerProcess
 from jobsvc.messaging.consumer_group import topic_message_count
 from jobsvc.messaging.topic_names import express_topic_of
 from tests.e2e.conftest import create_topics
 from tests.e2e.jobs import all_jobs, create, due_in, spec, status_counts
 from tests.waiting import wait_until
+from tools.bench.processes import WorkerProcess
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 

@@ -10,10 +10,10 @@ import uuid
 from confluent_kafka import Consumer, TopicPartition
 from django.conf import settings
 
-from deploy.localstack.ports import free_port
 from jobsvc.messaging.producer import BatchProducer
 from jobsvc.messaging.topics import TopicSpec, ensure_topics
 from tests.waiting import wait_until
+from tools.devstack.ports import free_port
 
 
 def test_messages_still_unsent_at_close_are_reported_failed():

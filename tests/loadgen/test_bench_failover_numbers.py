@@ -1,9 +1,9 @@
-"""The failover scenario's arithmetic (deploy/bench/failover.py): per-second counts,
+"""The failover scenario's arithmetic (tools/bench/failover.py): per-second counts,
 when throughput counts as recovered, and the quantiles kept for the lateness plot."""
 
 from __future__ import annotations
 
-from deploy.bench.failover import per_second, quantiles, recovery_second
+from tools.bench.failover import per_second, quantiles, recovery_second
 
 
 def test_per_second_counts_whole_seconds_from_the_start_and_ignores_the_rest():

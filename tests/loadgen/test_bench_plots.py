@@ -1,11 +1,11 @@
-"""The benchmark report's plots (deploy/bench/plots.py): drawn from the keys a scenario
+"""The benchmark report's plots (tools/bench/plots.py): drawn from the keys a scenario
 returns, skipped when those keys are missing."""
 
 from __future__ import annotations
 
 import pytest
 
-from deploy.bench.plots import cdf_points, plot_scenario
+from tools.bench.plots import cdf_points, plot_scenario
 
 
 def test_cdf_points_are_sorted_with_the_fraction_at_or_below():

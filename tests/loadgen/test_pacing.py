@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from deploy.loadgen.pacing import MAX_LAG_SECONDS, Pacer
 from tests.fake_clock import FakeClock
+from tools.loadgen.pacing import MAX_LAG_SECONDS, Pacer
 
 
 def test_slots_are_one_request_interval_apart_for_the_target_rate():

@@ -11,10 +11,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from deploy.loadgen.runner import LoadConfig, LoadGenerator
-from deploy.loadgen.tracker import JobState
-from deploy.loadgen.users import RunUser
 from jobsvc.sharding.ids import new_job_id, shard_of
+from tools.loadgen.runner import LoadConfig, LoadGenerator
+from tools.loadgen.tracker import JobState
+from tools.loadgen.users import RunUser
 
 
 class FakeApi:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deploy.loadgen import stats
+from tools.loadgen import stats
 
 
 def test_percentile_is_the_nearest_rank():

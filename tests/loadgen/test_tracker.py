@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from deploy.loadgen.tracker import TERMINAL, JobState, JobTracker
 from jobsvc.jobs.models import TERMINAL_STATUSES
+from tools.loadgen.tracker import TERMINAL, JobState, JobTracker
 
 
 class FakeShards:

@@ -9,9 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from rest_framework_simplejwt.tokens import SlidingToken
 
-from deploy.loadgen.errors import LoadgenError, LoginFailed
-from deploy.loadgen.users import user_log_in, weights_for
 from jobsvc.accounts.models import User
+from tools.loadgen.errors import LoadgenError, LoginFailed
+from tools.loadgen.users import user_log_in, weights_for
 
 
 def test_weights_are_cycled_over_the_users():

@@ -1,4 +1,4 @@
-"""Counting users' shares per 1-second window (deploy/bench/shares.py), as the fairness
+"""Counting users' shares per 1-second window (tools/bench/shares.py), as the fairness
 benchmark and the end-to-end fairness test do."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from deploy.bench.shares import (
+from tools.bench.shares import (
     backlogged_windows,
     coefficient_of_variation,
     jain_index,
@@ -56,7 +56,7 @@ def test_coefficient_of_variation_is_zero_when_equal():
 
 
 def test_a_fairness_run_too_short_for_a_whole_window_is_reported_not_a_crash():
-    from deploy.bench.fairness import _fairness_result
+    from tools.bench.fairness import _fairness_result
 
     # The weight-4 user ran out 0.6 s after the first start: no whole window to judge.
     starts = {1: [100.0, 100.4, 101.5], 2: [100.1, 100.3, 101.2], 3: [100.0, 100.2, 100.6]}

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from deploy.bench.stack_cpu import CpuUsed, StackCpu
+from tools.bench.stack_cpu import CpuUsed, StackCpu
 
 
 def test_per_job_and_cores_count_only_what_the_window_used():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from deploy.bench.fairness import FLOOD_LEFT, waits_behind
+from tools.bench.fairness import FLOOD_LEFT, waits_behind
 
 
 def test_due_during_counts_jobs_due_while_the_flood_had_enough_left_to_start():

@@ -1,13 +1,13 @@
 """The chaos campaign's checker: how a job's history is classified, and which fault it
-counts under (deploy/chaos/checker.py)."""
+counts under (tools/chaos/checker.py)."""
 
 from __future__ import annotations
 
-from deploy.chaos.checker import classify, recovery
-from deploy.chaos.faults import FaultEvent
-from deploy.chaos.history import JobRow
-from deploy.chaos.workload import Created
-from deploy.webhook_receiver import Delivery
+from tools.chaos.checker import classify, recovery
+from tools.chaos.faults import FaultEvent
+from tools.chaos.history import JobRow
+from tools.chaos.workload import Created
+from tools.webhook_receiver import Delivery
 
 DUE = 1000.0
 FAULT = FaultEvent("kill scheduler-0", "", injected_at=990.0, healed_at=991.0)

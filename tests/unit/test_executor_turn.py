@@ -171,7 +171,7 @@ def test_turns_are_short_while_a_heavy_users_last_jobs_here_are_taken(executor):
 def test_a_light_share_running_low_keeps_whole_turns(executor):
     # A user with a small share loses little to copies, and quarter turns for every user
     # running low drained a flood beside steady users slower in three pairs of three
-    # (deploy/bench steady_beside_flood). A fifth of the weights is under the quarter.
+    # (tools/bench steady_beside_flood). A fifth of the weights is under the quarter.
     executor.consumer.messages = [
         *[message(user, shard) for user in range(10, 14) for shard in range(4) for _ in range(250)],
         *[message(LIGHT_USER, shard) for shard in range(4) for _ in range(125)],

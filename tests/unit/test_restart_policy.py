@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from deploy.localstack.restarts import CrashLoop, Restart, RestartPolicy
 from tests.fake_clock import FakeClock
+from tools.devstack.restarts import CrashLoop, Restart, RestartPolicy
 
 
 @pytest.fixture

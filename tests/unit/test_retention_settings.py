@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from deploy.bench.processes import REPO
+from tools.bench.processes import REPO
 
 
 def _load_settings(**env: str) -> subprocess.CompletedProcess:

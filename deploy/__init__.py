@@ -1,1 +1,0 @@
-"""Deployment tooling: the local stack launcher (`deploy.localstack`) and the gunicorn config."""

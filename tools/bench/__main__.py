@@ -1,0 +1,93 @@
+"""The benchmark suite: ``python -m tools.bench [--quick] [--only NAME ...]``.
+
+Run it through ``make bench`` (``python -m tools.devstack bench``), which starts a
+throwaway stack first and passes its environment in. Each scenario starts the app
+processes it needs on that stack, measures, and returns its numbers; the suite writes
+them to ``bench-results/results.json`` and a Markdown report ``bench-results/report.md``
+with PNG plots next to it (``tools/bench/report.py``, ``tools/bench/plots.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tools.bench import report
+from tools.bench.plots import Plot, plot_scenario
+from tools.bench.processes import stop_on_sigterm
+from tools.bench.scenarios import SCENARIOS, BenchContext
+
+RESULTS_DIR = Path("bench-results")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes: the suite in minutes")
+    parser.add_argument("--only", nargs="*", choices=sorted(SCENARIOS), help="scenarios to run")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results directory")
+    parser.add_argument(
+        "--job-times",
+        action="store_true",
+        help="fairness scenarios also write every job's shard, dispatch and start times",
+    )
+    args = parser.parse_args(argv)
+    stop_on_sigterm()  # the launcher passes SIGTERM on: the scenario's workers must stop
+    if "JOBSVC_CONTROL_DB_URL" not in os.environ:
+        parser.error("run through `make bench` (python -m tools.devstack bench): no stack")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jobsvc.settings")
+    import django
+
+    django.setup()
+    args.out.mkdir(parents=True, exist_ok=True)
+    context = BenchContext(
+        quick=args.quick, out=args.out, env=dict(os.environ), job_times=args.job_times
+    )
+    machine = {
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "mode": "quick" if args.quick else "full",
+    }
+    results: dict[str, dict] = {}
+    sections: list[str] = []
+    for name in args.only or list(SCENARIOS):
+        started = time.monotonic()
+        print(f"== {name}", flush=True)
+        result = SCENARIOS[name](context)
+        result["seconds"] = round(time.monotonic() - started, 1)
+        markdown = result.pop("markdown", "")
+        results[name] = result
+        plots, notes = _plots(name, result, args.out)
+        sections.append(
+            report.section(
+                name,
+                markdown=markdown,
+                setup=result.get("setup"),
+                plots=plots,
+                seconds=result["seconds"],
+                notes=notes,
+            )
+        )
+        print(sections[-1], flush=True)
+        report.write(args.out, machine=machine, results=results, sections=sections)
+    print(f"results in {args.out}/", flush=True)
+    return 0
+
+
+def _plots(name: str, result: dict, out: Path) -> tuple[list[Plot], list[str]]:
+    """The scenario's plots; a plot that fails is a note in the report, never a lost run."""
+    try:
+        return plot_scenario(name, result, out), []
+    except Exception as exc:  # any plotting error: the numbers are still worth writing
+        print(f"plots of {name} failed: {exc!r}", flush=True)
+        return [], [f"_(plots failed: {exc!r})_"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

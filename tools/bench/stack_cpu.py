@@ -1,0 +1,132 @@
+"""CPU time of the stack's processes by kind, read from /proc: what a benchmark's work cost.
+
+On a shared 2-core VM the same run can be a third faster or slower from hour to hour, so
+jobs/s alone cannot tell a cheaper build from a quieter machine; CPU seconds per job by
+kind of process (executors, schedulers, PostgreSQL, the broker) can, and they say where
+the CPU went when the machine's cores were all busy.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+
+class StackCpu:
+    """CPU seconds used so far by the stack's processes, by kind, read from /proc.
+
+    The stack is every descendant of the launcher (``make bench``): its servers, this
+    suite and the workers it starts. ``MACHINE`` is the whole machine's busy time, so
+    that the load of everything else can be told apart.
+    """
+
+    MACHINE = "machine"
+    _KINDS = (  # the first marker found in a process's command line names its kind
+        ("run_executor", "executor"),
+        ("run_scheduler", "scheduler"),
+        ("postgres", "postgres"),
+        ("kafka.Kafka", "broker"),
+        ("zookeeper", "zookeeper"),
+    )
+
+    def __init__(self, *, launcher_pid: int) -> None:
+        self.launcher_pid = launcher_pid
+        self._ticks = os.sysconf("SC_CLK_TCK")
+
+    def sample(self) -> dict[str, float]:
+        parents: dict[int, int] = {}
+        seconds: dict[int, float] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as stat_file:
+                    stat = stat_file.read()
+            except OSError:  # exited meanwhile
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            parents[int(entry)] = int(fields[1])
+            seconds[int(entry)] = (int(fields[11]) + int(fields[12])) / self._ticks
+        used: dict[str, float] = defaultdict(float)
+        for pid, cpu_seconds in seconds.items():
+            if self._descends(pid, parents):
+                used[self._kind(pid)] += cpu_seconds
+        used[self.MACHINE] = self._machine_busy()
+        return dict(used)
+
+    def _descends(self, pid: int, parents: dict[int, int]) -> bool:
+        while pid > 1:
+            if pid == self.launcher_pid:
+                return True
+            pid = parents.get(pid, 0)
+        return False
+
+    def _kind(self, pid: int) -> str:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                command = cmdline.read().decode(errors="replace")
+        except OSError:
+            return "other"
+        return next((kind for marker, kind in self._KINDS if marker in command), "other")
+
+    def _machine_busy(self) -> float:
+        with open("/proc/stat") as stat:
+            ticks = [int(value) for value in stat.readline().split()[1:]]
+        idle, iowait = ticks[3], ticks[4]
+        return (sum(ticks) - idle - iowait) / self._ticks
+
+
+@dataclass(frozen=True)
+class CpuUsed:
+    """CPU seconds by kind of process over ``seconds`` of wall time."""
+
+    by_kind: dict[str, float]
+    machine: float  # the whole machine's busy CPU seconds meanwhile
+    seconds: float
+
+    @classmethod
+    def between(cls, before: dict[str, float], after: dict[str, float], seconds: float):
+        used = {
+            kind: after[kind] - before.get(kind, 0.0) for kind in after if kind != StackCpu.MACHINE
+        }
+        machine = after[StackCpu.MACHINE] - before[StackCpu.MACHINE]
+        return cls(by_kind=used, machine=machine, seconds=seconds)
+
+    def per_job_us(self, jobs: int) -> dict[str, float]:
+        """Microseconds of CPU per job by kind, and ``total`` for the whole stack."""
+        per_job = {
+            kind: round(1e6 * seconds / max(jobs, 1), 1)
+            for kind, seconds in sorted(self.by_kind.items())
+        }
+        per_job["total"] = round(1e6 * sum(self.by_kind.values()) / max(jobs, 1), 1)
+        return per_job
+
+    def cores(self) -> dict[str, float]:
+        """Mean cores busy by kind, ``stack`` for all of them and ``machine`` for the
+        whole machine (other load included)."""
+        span = max(self.seconds, 1e-3)
+        cores = {kind: round(seconds / span, 2) for kind, seconds in sorted(self.by_kind.items())}
+        cores["stack"] = round(sum(self.by_kind.values()) / span, 2)
+        cores["machine"] = round(self.machine / span, 2)
+        return cores
+
+
+class CpuWindow:
+    """CPU used by the stack between ``start()`` and ``stop()``."""
+
+    def __init__(self) -> None:
+        # The launcher (``python -m tools.devstack bench``) started the servers and
+        # this suite, which starts the workers: the stack is the launcher's descendants.
+        self._cpu = StackCpu(launcher_pid=os.getppid())
+        self._before: dict[str, float] = {}
+        self._started = 0.0
+
+    def start(self) -> None:
+        self._before, self._started = self._cpu.sample(), time.monotonic()
+
+    def stop(self) -> CpuUsed:
+        """Call before the workers stop, while their CPU time is still readable."""
+        after = self._cpu.sample()
+        return CpuUsed.between(self._before, after, time.monotonic() - self._started)

@@ -1,0 +1,7 @@
+"""`python -m tools.devstack`: see `tools.devstack.cli`."""
+
+from __future__ import annotations
+
+from .cli import main
+
+raise SystemExit(main())
