@@ -165,7 +165,15 @@ KAFKA_JOBS_PARTITIONS = env_int("JOBSVC_KAFKA_JOBS_PARTITIONS", 12, minimum=1)
 # (scheduler_worker.express_lane). "": every job goes to the jobs topic.
 KAFKA_EXPRESS_TOPIC = env_str("JOBSVC_KAFKA_EXPRESS_TOPIC", express_topic_of(KAFKA_JOBS_TOPIC))
 KAFKA_EXPRESS_PARTITIONS = env_int("JOBSVC_KAFKA_EXPRESS_PARTITIONS", 4, minimum=1)
+# Replicas of every topic, and how many must have a message before the broker acknowledges
+# it (producers use acks=all). The workers refuse to start against a topic that has fewer
+# (jobsvc.messaging.topics). A production cluster of three brokers: 3 and 2.
 KAFKA_REPLICATION_FACTOR = env_int("JOBSVC_KAFKA_REPLICATION_FACTOR", 1, minimum=1)
+KAFKA_MIN_INSYNC_REPLICAS = env_int("JOBSVC_KAFKA_MIN_INSYNC_REPLICAS", 1, minimum=1)
+if KAFKA_MIN_INSYNC_REPLICAS > KAFKA_REPLICATION_FACTOR:
+    raise ConfigError(
+        "JOBSVC_KAFKA_MIN_INSYNC_REPLICAS must not exceed JOBSVC_KAFKA_REPLICATION_FACTOR"
+    )
 
 # --- Jobs ----------------------------------------------------------------------------
 

@@ -73,16 +73,43 @@ def test_schema_check_catches_a_misspelt_key():
 
 def test_every_part_of_the_production_topology_is_a_service():
     names = set(services())
-    assert {"zookeeper", "kafka", "migrate", "api", "prometheus", "grafana"} <= names
+    assert {"zookeeper", "migrate", "api", "prometheus", "grafana"} <= names
+    assert len(kafka_services()) >= 3, "a Kafka cluster that survives a node's loss"
     assert len(postgres_services()) >= 3, "a control database server and two shard servers"
     assert len(services_running("run_scheduler")) >= 2
     assert len(services_running("run_executor")) >= 2
 
 
-def test_kafka_is_apache_kafka_with_topic_auto_creation_off():
-    kafka = services()["kafka"]
-    assert kafka["image"].startswith("apache/kafka:")
-    assert service_env(kafka)["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
+def kafka_services() -> list[str]:
+    return [name for name, svc in services().items() if svc["image"].startswith("apache/kafka:")]
+
+
+def test_kafka_is_a_kraft_quorum_of_every_broker_with_topic_auto_creation_off():
+    brokers = kafka_services()
+    voters = {f"{service_env(services()[name])['KAFKA_NODE_ID']}@{name}:9093" for name in brokers}
+    for name in brokers:
+        env = service_env(services()[name])
+        assert env["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false", name
+        assert env["KAFKA_PROCESS_ROLES"] == "broker,controller", name
+        assert set(env["KAFKA_CONTROLLER_QUORUM_VOTERS"].split(",")) == voters, name
+    assert len({service_env(services()[name])["CLUSTER_ID"] for name in brokers}) == 1
+
+
+def test_every_topic_is_on_three_brokers_and_a_write_needs_two():
+    for name in kafka_services():
+        env = service_env(services()[name])
+        assert env["KAFKA_DEFAULT_REPLICATION_FACTOR"] == "3", name
+        assert env["KAFKA_MIN_INSYNC_REPLICAS"] == "2", name
+        assert env["KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR"] == "3", name
+        assert env["KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"] == "2", name
+        assert env["KAFKA_UNCLEAN_LEADER_ELECTION_ENABLE"] == "false", name
+    for name, svc in app_services().items():
+        env = service_env(svc)
+        assert env["JOBSVC_KAFKA_REPLICATION_FACTOR"] == "3", name
+        assert env["JOBSVC_KAFKA_MIN_INSYNC_REPLICAS"] == "2", name
+        assert set(env["JOBSVC_KAFKA_BOOTSTRAP"].split(",")) == {
+            f"{broker}:9092" for broker in kafka_services()
+        }, name
 
 
 def test_zookeeper_is_the_official_image():
@@ -149,12 +176,15 @@ def test_app_services_start_after_the_schema_and_topics_exist():
 
 def test_migrate_waits_for_every_database_server_and_kafka():
     depends_on = services()["migrate"]["depends_on"]
-    for server in [*postgres_services(), "kafka"]:
+    for server in [*postgres_services(), *kafka_services()]:
         assert depends_on[server]["condition"] == "service_healthy", server
 
 
 def test_workers_wait_for_the_servers_they_use():
-    needs = {"run_scheduler": ("zookeeper", "kafka"), "run_executor": ("kafka",)}
+    needs = {
+        "run_scheduler": ("zookeeper", *kafka_services()),
+        "run_executor": tuple(kafka_services()),
+    }
     for command, servers in needs.items():
         for name in services_running(command):
             depends_on = services()[name]["depends_on"]

@@ -24,6 +24,7 @@ from jobsvc.handlers.setup import registry_from_settings
 from jobsvc.logs import WORKER_ID_ENV
 from jobsvc.messaging.producer import BatchProducer
 from jobsvc.messaging.renewing_producer import RenewingProducer
+from jobsvc.messaging.topics import TopicsTooWeak, require_durable_topics
 from jobsvc.thread_switching import set_switch_interval
 from jobsvc.worker_endpoint import serve_worker_endpoint
 
@@ -46,6 +47,10 @@ class Command(BaseCommand):
         os.environ[WORKER_ID_ENV] = worker_id  # stamped on every log record
         tune_garbage_collector(settings.GC_YOUNG_THRESHOLD)
         set_switch_interval(settings.THREAD_SWITCH_INTERVAL)
+        try:
+            require_durable_topics(bootstrap=settings.KAFKA_BOOTSTRAP)
+        except TopicsTooWeak as exc:
+            raise CommandError(f"Kafka topics weaker than configured: {exc}") from exc
         publish_timeout_ms = round(settings.EXECUTOR_PUBLISH_TIMEOUT * 1000)
         producer = RenewingProducer(
             lambda: BatchProducer(

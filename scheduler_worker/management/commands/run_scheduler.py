@@ -8,10 +8,11 @@ import signal
 import socket
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from jobsvc.gc_tuning import tune_garbage_collector
 from jobsvc.logs import WORKER_ID_ENV
+from jobsvc.messaging.topics import TopicsTooWeak, require_durable_topics
 from jobsvc.sharding.shards import shard_ids
 from jobsvc.thread_switching import set_switch_interval
 from jobsvc.worker_endpoint import serve_worker_endpoint
@@ -39,6 +40,10 @@ class Command(BaseCommand):
         os.environ[WORKER_ID_ENV] = options["worker_id"]  # stamped on every log record
         tune_garbage_collector(settings.GC_YOUNG_THRESHOLD)
         set_switch_interval(settings.THREAD_SWITCH_INTERVAL)
+        try:
+            require_durable_topics(bootstrap=settings.KAFKA_BOOTSTRAP)
+        except TopicsTooWeak as exc:
+            raise CommandError(f"Kafka topics weaker than configured: {exc}") from exc
         worker = SchedulerWorker(
             worker_id=options["worker_id"],
             shard_ids=list(shard_ids()),
