@@ -1,12 +1,14 @@
-"""Executors announce themselves in ZooKeeper, so operators can name them.
+"""Executors announce themselves in ZooKeeper, so operators can name them, and so that an
+executor cut off from a shard can tell whether another can reach it.
 
 Each executor holds one ephemeral node, ``ROOT/executors/<worker_id>`` (layout in
 ``coordination.paths``), whose data is a JSON ``ExecutorRecord``: who it is, where it runs,
-when it started, and the jobs-topic partitions the consumer group gave it. The node is
-rewritten on every rebalance, deleted on a clean stop, and goes with the session when the
-executor is killed. It is a picture for the cluster page, not a lock: nothing is decided by
-it, so it may lag behind the consumer group by a round trip, and it is never worth
-delaying a job for.
+when it started, the jobs-topic partitions the consumer group gave it, and the shards it
+reached lately. The node is rewritten when those change, deleted on a clean stop, and goes
+with the session when the executor is killed. It is a picture, not a lock: it may lag
+behind the consumer group by a round trip, and it is never worth delaying a job for. The
+one decision taken from it: an executor that cannot reach a shard leaves the consumer
+group for a while if another member reached that shard lately (``executor_worker``).
 
 Hence the one rule of ``ExecutorRegistration``: it never blocks the executor. The
 executor calls ``partitions_changed`` from its consumer's rebalance callbacks; that only
@@ -26,7 +28,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from kazoo.client import KazooClient
@@ -49,6 +51,7 @@ STOP_TIMEOUT = 5.0  # seconds stop() waits for the node to be deleted
 
 _SYNC = "SYNC"  # queue item: the partitions changed, or our node did; write what is due
 _STOP = "STOP"  # queue item: stop() was called
+_PEERS = "PEERS"  # queue item: read the other executors' records
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class ExecutorRecord:
     pid: int | None
     started: str | None  # ISO 8601, as the executor wrote it
     partitions: list[int]  # sorted; the jobs-topic partitions assigned to it
+    reachable_shards: list[int] = field(default_factory=list)  # sorted; reached lately
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -69,6 +73,7 @@ class ExecutorRecord:
                 "pid": self.pid,
                 "started": self.started,
                 "partitions": self.partitions,
+                "reachable_shards": self.reachable_shards,
             }
         ).encode()
 
@@ -82,16 +87,14 @@ class ExecutorRecord:
         if not isinstance(data, dict):
             data = {}
         pid = data.get("pid")
-        partitions = data.get("partitions")
-        if not isinstance(partitions, list):
-            partitions = []
         host, started = data.get("host"), data.get("started")
         return cls(
             worker_id=worker_id,  # the node's name is the id; the data only repeats it
             host=host if isinstance(host, str) else None,
             pid=pid if isinstance(pid, int) else None,
             started=started if isinstance(started, str) else None,
-            partitions=sorted(p for p in partitions if isinstance(p, int)),
+            partitions=_ints(data.get("partitions")),
+            reachable_shards=_ints(data.get("reachable_shards")),
         )
 
 
@@ -136,6 +139,7 @@ class ExecutorRegistration:
         self._client = client
         self._worker_id = worker_id
         self._path = ZnodePaths(root).executor(worker_id)  # validates worker_id
+        self._root = root
         self._host = host if host is not None else socket.gethostname()
         self._pid = pid if pid is not None else os.getpid()
         self._started = datetime.now(UTC).isoformat(timespec="seconds")
@@ -144,6 +148,8 @@ class ExecutorRegistration:
         # safe in signal handlers) or replace the partitions (a frozenset) whole.
         self._events: queue.SimpleQueue[str] = queue.SimpleQueue()
         self._partitions: frozenset[int] = frozenset()
+        self._reachable: frozenset[int] = frozenset()
+        self._peers: tuple[float, list[ExecutorRecord]] | None = None
         self._stop_requested = False
         self._thread: threading.Thread | None = None
         self._registered_view = False
@@ -153,6 +159,7 @@ class ExecutorRegistration:
         self._session_id: int | None = None
         self._written: bytes | None = None  # this session's node holds this data
         self._sync_due = False
+        self._peers_due = False
         self._retry_at: float | None = None
         self._warn_at: float | None = None  # while not connected: when to warn
         self._waiting_for_other = False
@@ -169,6 +176,7 @@ class ExecutorRegistration:
             pid=self._pid,
             started=self._started,
             partitions=sorted(self._partitions),
+            reachable_shards=sorted(self._reachable),
         )
 
     def registered(self) -> bool:
@@ -194,6 +202,23 @@ class ExecutorRegistration:
         blocks: the node is written on the registration's thread."""
         self._partitions = frozenset(partitions)
         self._events.put(_SYNC)
+
+    def shards_reachable(self, shards: Iterable[int]) -> None:
+        """The shards this executor reached lately (see ``ExecutorWorker``); never blocks."""
+        reachable = frozenset(shards)
+        if reachable != self._reachable:
+            self._reachable = reachable
+            self._events.put(_SYNC)
+
+    def refresh_peers(self) -> None:
+        """Ask for the other executors' records to be read again (``peers``); never
+        blocks."""
+        self._events.put(_PEERS)
+
+    def peers(self) -> tuple[float, list[ExecutorRecord]] | None:
+        """The other executors' records as last read, with when (``time.monotonic()``);
+        None before the first read."""
+        return self._peers
 
     def stop(self, timeout: float | None = STOP_TIMEOUT) -> bool:
         """Delete the node and end the thread; True once the thread has finished."""
@@ -225,6 +250,8 @@ class ExecutorRegistration:
                 self._warn_if_long_disconnected()
                 if self._connected and (self._sync_due or self._retry_elapsed()):
                     self._sync()
+                if self._connected and self._peers_due:
+                    self._read_peers()
         except Exception:
             logger.exception("executor registration thread failed", extra=self._log_extra())
         finally:
@@ -245,7 +272,7 @@ class ExecutorRegistration:
         now = time.monotonic()
         if not self._connected:
             return None if self._warn_at is None else max(0.0, self._warn_at - now)
-        if self._sync_due:
+        if self._sync_due or self._peers_due:
             return 0.0
         if self._retry_at is not None:
             return max(0.0, self._retry_at - now)
@@ -254,6 +281,8 @@ class ExecutorRegistration:
     def _handle(self, item: str) -> None:
         if item == _STOP:
             self._stop_requested = True
+        elif item == _PEERS:
+            self._peers_due = True
         elif item == _SYNC:
             self._sync_due = True
         elif item == KazooState.SUSPENDED:
@@ -363,6 +392,16 @@ class ExecutorRegistration:
         logger.info("registered as an executor", extra=self._log_extra(action="register"))
         return True
 
+    def _read_peers(self) -> None:
+        self._peers_due = False
+        try:
+            records = registered_executors(self._client, root=self._root)
+        except (LinkDown, *LINK_ERRORS, KazooException):
+            logger.info("other executors not read", exc_info=True, extra=self._log_extra())
+            return
+        others = [record for record in records if record.worker_id != self._worker_id]
+        self._peers = (time.monotonic(), others)
+
     def _zk(self, request: IAsyncResult):
         return wait_for(self._client, request)
 
@@ -409,3 +448,9 @@ def registered_executors(client: KazooClient, *, root: str) -> list[ExecutorReco
             continue
         records.append(ExecutorRecord.decode(name, raw))
     return records
+
+
+def _ints(value) -> list[int]:
+    if not isinstance(value, list):
+        return []
+    return sorted(item for item in value if isinstance(item, int) and not isinstance(item, bool))

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connections, transaction
 
 from executor_worker import queries
 from jobsvc.jobs.store import from_jsonb
-from jobsvc.messaging.job_message import JobMessage
 from jobsvc.postgresql.transaction_limits import limit_idle
 from jobsvc.sharding.shards import shard_alias
 
@@ -43,111 +42,85 @@ class Outcome:
     retry_delay: float | None = None  # seconds; None with an error means a final failure
 
 
+class ClaimRequest(NamedTuple):
+    """An attempt a message asks to start: the claim starts it only if the job's row still
+    matches all of it (executors trust nothing else in a message)."""
+
+    job_id: str
+    attempt: int
+    user_id: int
+    due_at: datetime
+
+
 class ClaimStore:
-    def __init__(self, *, shard_id: int, lease_grace_seconds: float) -> None:
+    """One shard's jobs, for claims and outcomes. Running attempts hold a lease of
+    ``lease_seconds``, renewed (``renew``) while they run: an executor that dies or is cut
+    off loses them that soon, and the scheduler's sweeper makes them due again."""
+
+    def __init__(self, *, shard_id: int, lease_seconds: float) -> None:
         self.shard_id = shard_id
         self.alias = shard_alias(shard_id)
-        self.lease_grace_seconds = lease_grace_seconds
+        self.lease_seconds = lease_seconds
 
-    def claim(self, requests: Sequence[tuple[str, int]], *, stolen: bool = False) -> list[Attempt]:
-        """Start the (job_id, attempt) pairs still startable; drop the rest silently.
-
-        ``stolen``: jobs found by ``work_to_steal``, whose messages another executor
-        holds: one that another transaction has locked is dropped, not waited for (see
-        queries.CLAIM_UNLOCKED)."""
+    def claim(self, requests: Sequence[ClaimRequest]) -> list[Attempt]:
+        """Start the requested attempts still startable and due by the database's clock;
+        drop the rest silently (see ``not_yet_due``)."""
         if not requests:
             return []
-        params = {
-            "grace": self.lease_grace_seconds,
-            "job_ids": [job_id for job_id, _ in requests],
-            "attempts": [attempt for _, attempt in requests],
-        }
         with connections[self.alias].cursor() as cursor:
-            cursor.execute(queries.CLAIM_UNLOCKED if stolen else queries.CLAIM, params)
+            cursor.execute(queries.CLAIM, {**_named(requests), "lease": self.lease_seconds})
             return [_attempt(row) for row in cursor.fetchall()]
 
-    def startable(self, requests: Sequence[tuple[str, int]]) -> set[tuple[str, int]]:
-        """The (job_id, attempt) pairs that ``claim`` would start now (see
-        queries.STARTABLE)."""
-        if not requests:
-            return set()
-        params = {
-            "job_ids": [job_id for job_id, _ in requests],
-            "attempts": [attempt for _, attempt in requests],
-        }
-        with connections[self.alias].cursor() as cursor:
-            cursor.execute(queries.STARTABLE, params)
-            return {(job_id, attempt) for job_id, attempt in cursor.fetchall()}
-
-    def work_to_steal(
-        self,
-        weights: dict[int, float],
-        *,
-        per_user: int,
-        held: Sequence[str] = (),
-        waited: float = 0.0,
-    ) -> list[JobMessage]:
-        """Of each user's published, due, unstarted jobs, the newest half, at most
-        ``per_user``, as the messages the scheduler sent for them (``weights``: the users'
-        weights, which messages carry). Left out: the jobs in ``held``, and those
-        published or due less than ``waited`` seconds ago. Nothing is claimed (see
-        queries.WORK_STOLEN)."""
-        if not weights:
-            return []
-        params = {
-            "users": list(weights),
-            "per_user": per_user,
-            "held": list(held),
-            "waited": waited,
-        }
-        with connections[self.alias].cursor() as cursor:
-            cursor.execute(queries.WORK_STOLEN, params)
-            rows = cursor.fetchall()
-        return [
-            JobMessage(
-                job_id=job_id,
-                shard_id=self.shard_id,
-                user_id=user_id,
-                attempt=attempt,
-                epoch=epoch,
-                due_at=due_at,
-                dispatched_at=dispatched_at,
-                weight=weights[user_id],
-                priority=priority,
-                handler=handler,
-            )
-            for job_id, attempt, user_id, priority, handler, due_at, dispatched_at, epoch in rows
-        ]
-
     def claim_succeeded(
-        self, requests: Sequence[tuple[str, int]], *, handlers: Sequence[str], stolen: bool = False
+        self, requests: Sequence[ClaimRequest], *, handlers: Sequence[str]
     ) -> list[Attempt]:
-        """Start the startable pairs whose job has one of ``handlers``, already succeeded.
+        """Start the startable requests whose job has one of ``handlers``, already succeeded.
 
         Only inside a transaction that runs those handlers before it commits (and
-        ``reopen``s the attempts whose handler failed). ``stolen``: as for ``claim``.
+        ``reopen``s the attempts whose handler failed).
         """
         if not requests or not handlers:
             return []
-        params = {
-            "job_ids": [job_id for job_id, _ in requests],
-            "attempts": [attempt for _, attempt in requests],
-            "handlers": list(handlers),
-        }
         with connections[self.alias].cursor() as cursor:
-            query = queries.CLAIM_SUCCEEDED_UNLOCKED if stolen else queries.CLAIM_SUCCEEDED
-            cursor.execute(query, params)
+            cursor.execute(
+                queries.CLAIM_SUCCEEDED, {**_named(requests), "handlers": list(handlers)}
+            )
             return [_attempt(row) for row in cursor.fetchall()]
+
+    def not_yet_due(self, requests: Sequence[ClaimRequest]) -> dict[tuple[str, int], float]:
+        """Of requests a claim did not start, those it would start once due, with their due
+        time on the database's clock (seconds since the epoch); the others are stale,
+        duplicates or cancelled, and will never start from this message."""
+        if not requests:
+            return {}
+        with connections[self.alias].cursor() as cursor:
+            cursor.execute(queries.NOT_YET_DUE, _named(requests))
+            return {(job_id, attempt): due for job_id, attempt, due in cursor.fetchall()}
 
     def reopen(self, attempts: Sequence[Attempt]) -> None:
         """Make attempts from ``claim_succeeded`` running, as ``claim`` would have."""
+        with connections[self.alias].cursor() as cursor:
+            cursor.execute(queries.REOPEN, {**_keys(attempts), "lease": self.lease_seconds})
+
+    def renew(self, running: Sequence[tuple[str, int]]) -> int:
+        """Extend the leases of these running (job_id, attempt) pairs; how many were still
+        this attempt's (the others were given up: the sweeper took them back)."""
+        if not running:
+            return 0
         params = {
-            "grace": self.lease_grace_seconds,
-            "job_ids": [a.job_id for a in attempts],
-            "attempts": [a.attempt for a in attempts],
+            "job_ids": [job_id for job_id, _ in running],
+            "attempts": [attempt for _, attempt in running],
+            "lease": self.lease_seconds,
         }
         with connections[self.alias].cursor() as cursor:
-            cursor.execute(queries.REOPEN, params)
+            cursor.execute(queries.RENEW_LEASES, params)
+            return cursor.rowcount
+
+    def database_clock(self) -> float:
+        """The database's clock now, in seconds since the epoch."""
+        with connections[self.alias].cursor() as cursor:
+            cursor.execute(queries.DATABASE_CLOCK)
+            return cursor.fetchone()[0]
 
     def record(self, outcomes: Sequence[Outcome]) -> None:
         """Write every outcome in one transaction (one commit per shard and batch).
@@ -160,12 +133,12 @@ class ClaimStore:
         failed = [o for o in outcomes if not o.succeeded and o.retry_delay is None]
         with transaction.atomic(using=self.alias), connections[self.alias].cursor() as cursor:
             if succeeded:
-                cursor.execute(queries.SUCCEED, _keys(succeeded))
+                cursor.execute(queries.SUCCEED, _keys(o.attempt for o in succeeded))
             if retried:
                 cursor.execute(
                     queries.RETRY,
                     {
-                        **_keys(retried),
+                        **_keys(o.attempt for o in retried),
                         "delays": [o.retry_delay for o in retried],
                         "errors": [o.error for o in retried],
                     },
@@ -181,7 +154,7 @@ class ClaimStore:
         """
         if not outcomes:
             return set()
-        params = {**_keys(outcomes), "errors": [o.error for o in outcomes]}
+        params = {**_keys(o.attempt for o in outcomes), "errors": [o.error for o in outcomes]}
         with connections[self.alias].cursor() as cursor:
             cursor.execute(queries.FAIL, params)
             return {(job_id, attempt) for job_id, attempt in cursor.fetchall()}
@@ -228,8 +201,15 @@ def _jsonb(value: Any) -> Any:
     return from_jsonb(value)
 
 
-def _keys(outcomes: Sequence[Outcome]) -> dict[str, list]:
+def _named(requests: Sequence[ClaimRequest]) -> dict[str, list]:
     return {
-        "job_ids": [o.attempt.job_id for o in outcomes],
-        "attempts": [o.attempt.attempt for o in outcomes],
+        "job_ids": [r.job_id for r in requests],
+        "attempts": [r.attempt for r in requests],
+        "user_ids": [r.user_id for r in requests],
+        "due_ats": [r.due_at for r in requests],
     }
+
+
+def _keys(attempts: Iterable[Attempt]) -> dict[str, list]:
+    attempts = list(attempts)
+    return {"job_ids": [a.job_id for a in attempts], "attempts": [a.attempt for a in attempts]}

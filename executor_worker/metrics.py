@@ -12,11 +12,6 @@ JOBS_PROCESSED = Counter(
     "Messages handled, by outcome (dropped: duplicate, stale or cancelled)",
     ["outcome"],
 )
-JOBS_STOLEN = Counter(
-    "jobsvc_executor_jobs_stolen",
-    "Jobs another executor held that this one found in the shards to run "
-    "(executor_worker.work_stealing); whichever claims one second drops it",
-)
 JOB_LATENCY = Histogram(
     "jobsvc_job_latency_seconds",
     "Finished minus execute_at, for jobs that finished (succeeded or failed for good)",
@@ -37,7 +32,12 @@ CONSUMER_LAG = Gauge(
 IN_FLIGHT = Gauge("jobsvc_executor_in_flight", "Attempts running in this executor")
 READ_AHEAD = Gauge(
     "jobsvc_executor_read_ahead_messages",
-    "Messages read and held for their claim, started in weighted fair order by user",
+    "Jobs read and held: not due yet, or waiting for their turn in the weighted fair order",
+)
+CLOCK_OFFSET = Gauge(
+    "jobsvc_executor_clock_offset_seconds",
+    "Seconds the shard database's clock is ahead of this executor's (jobs are held by it)",
+    ["shard"],
 )
 SHARD_FAILING = Gauge(
     "jobsvc_executor_shard_failing_seconds",

@@ -6,9 +6,9 @@ import logging
 import time
 from collections.abc import Callable
 
-from executor_worker.backoff import RetryPolicy
 from executor_worker.claims import Attempt, Outcome
 from executor_worker.metrics import ATTEMPT_DURATION
+from executor_worker.retry_policy import RetryPolicy
 from jobsvc.handlers.base import JobContext
 from jobsvc.handlers.errors import (
     PermanentError,

@@ -21,7 +21,6 @@ from jobsvc.env import (
     env_networks,
     env_str,
 )
-from jobsvc.messaging.topic_names import express_topic_of
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -116,11 +115,14 @@ DB_STATEMENT_TIMEOUT = env_float("JOBSVC_DB_STATEMENT_TIMEOUT_SECONDS", 30.0, mi
 DB_IDLE_IN_TRANSACTION_TIMEOUT = env_float(
     "JOBSVC_DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS", 5.0, minimum=0.0
 )
-# TCP keepalives: a server that vanished without closing the connection (a failed host, a
-# partition, a failover behind a virtual IP) is found dead after idle + count x interval
-# seconds, instead of the kernel's two hours, and the waiting query fails.
-DB_KEEPALIVES_IDLE = env_int("JOBSVC_DB_KEEPALIVES_IDLE_SECONDS", 10, minimum=1)
-DB_KEEPALIVES_INTERVAL = env_int("JOBSVC_DB_KEEPALIVES_INTERVAL_SECONDS", 5, minimum=1)
+# A server that vanished without closing the connection (a failed host, a partition, a
+# failover behind a virtual IP) leaves it half-open. A query sent on it fails once its data
+# has gone unacknowledged this long (TCP_USER_TIMEOUT), and an idle connection once its
+# keepalives go unanswered (after idle + count x interval seconds), instead of the kernel's
+# minutes or hours: a worker then moves on (another takes over what it cannot reach).
+DB_TCP_USER_TIMEOUT = env_float("JOBSVC_DB_TCP_USER_TIMEOUT_SECONDS", 5.0, minimum=0.5)
+DB_KEEPALIVES_IDLE = env_int("JOBSVC_DB_KEEPALIVES_IDLE_SECONDS", 5, minimum=1)
+DB_KEEPALIVES_INTERVAL = env_int("JOBSVC_DB_KEEPALIVES_INTERVAL_SECONDS", 1, minimum=1)
 DB_KEEPALIVES_COUNT = env_int("JOBSVC_DB_KEEPALIVES_COUNT", 3, minimum=1)
 
 
@@ -135,6 +137,7 @@ def _database(url: str, *, name: str) -> dict[str, object]:
         "keepalives_idle": DB_KEEPALIVES_IDLE,
         "keepalives_interval": DB_KEEPALIVES_INTERVAL,
         "keepalives_count": DB_KEEPALIVES_COUNT,
+        "tcp_user_timeout": round(DB_TCP_USER_TIMEOUT * 1000),
         **database["OPTIONS"],
     }
     timeouts = (
@@ -160,11 +163,6 @@ KAFKA_BOOTSTRAP = env_str("JOBSVC_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
 KAFKA_JOBS_TOPIC = env_str("JOBSVC_KAFKA_JOBS_TOPIC", "jobs")
 KAFKA_DEAD_LETTER_TOPIC = env_str("JOBSVC_KAFKA_DEAD_LETTER_TOPIC", "jobs.dead-letter")
 KAFKA_JOBS_PARTITIONS = env_int("JOBSVC_KAFKA_JOBS_PARTITIONS", 12, minimum=1)
-# The jobs of a user with fewer than 4 in flight on its shard go here, and executors read
-# them ahead of the jobs topic, so they do not queue behind another user's flood
-# (scheduler_worker.express_lane). "": every job goes to the jobs topic.
-KAFKA_EXPRESS_TOPIC = env_str("JOBSVC_KAFKA_EXPRESS_TOPIC", express_topic_of(KAFKA_JOBS_TOPIC))
-KAFKA_EXPRESS_PARTITIONS = env_int("JOBSVC_KAFKA_EXPRESS_PARTITIONS", 4, minimum=1)
 # Replicas of every topic, and how many must have a message before the broker acknowledges
 # it (producers use acks=all). The workers refuse to start against a topic that has fewer
 # (jobsvc.messaging.topics). A production cluster of three brokers: 3 and 2.
@@ -217,10 +215,6 @@ KAFKA_HANDLER_MAX_TIMEOUT = env_float("JOBSVC_KAFKA_HANDLER_MAX_TIMEOUT_SECONDS"
 # allocations instead of 700, so full collections (tens of milliseconds each, during a
 # flood) become rare. 0: Python's own settings.
 GC_YOUNG_THRESHOLD = env_int("JOBSVC_GC_YOUNG_THRESHOLD", 50_000, minimum=0)
-# Seconds a worker's thread waits for the GIL before the holder must drop it
-# (jobsvc.thread_switching): the express runner and the due listeners wake from I/O beside
-# a main thread that decodes thousands of messages. 0: Python's own (0.005).
-THREAD_SWITCH_INTERVAL = env_float("JOBSVC_THREAD_SWITCH_INTERVAL_SECONDS", 0.001, minimum=0.0)
 
 
 # --- Scheduler workers ---------------------------------------------------------------
@@ -228,79 +222,60 @@ THREAD_SWITCH_INTERVAL = env_float("JOBSVC_THREAD_SWITCH_INTERVAL_SECONDS", 0.00
 # ZooKeeper session timeout: how long a dead worker keeps its shards (ZK's floor is 2 ticks).
 ZK_SESSION_TIMEOUT = env_float("JOBSVC_ZK_SESSION_TIMEOUT_SECONDS", 5.0, minimum=1.0)
 ZK_ROOT = env_str("JOBSVC_ZK_ROOT", "/jobsvc")
-# How often a shard with nothing to dispatch is polled for due jobs.
+# Seconds between the starts of a shard's dispatch rounds: a job that comes due waits
+# about this long at most before it is dispatched.
 SCHEDULER_POLL_INTERVAL = env_float("JOBSVC_SCHEDULER_POLL_INTERVAL_SECONDS", 0.05, minimum=0.001)
-# Jobs per round. Each round's messages go to the broker as one batch, and a job due now
-# waits behind the rounds still being published (at most two): 1,000 keeps that short
-# while a flood is dispatched, at the drain speed 2,000 gave (tools/bench light_user_wait).
-SCHEDULER_BATCH_SIZE = env_int("JOBSVC_SCHEDULER_BATCH_SIZE", 1000, minimum=1)
-# With many users due, a round claims at least this many jobs per due user: a round costs
-# about as much per user as per job (scheduler_worker.shard_rounds.round_size). 0: off.
-SCHEDULER_ROUND_JOBS_PER_USER = env_int("JOBSVC_SCHEDULER_ROUND_JOBS_PER_USER", 4, minimum=0)
-# Jobs of one shard published but not finished; the backlog beyond waits in PostgreSQL.
-# Executors read them ahead and start them in fair order, so the cap bounds memory, not
-# waiting; but a heavy user whose last jobs sit on one shard can have only its weighted
-# share of this in flight there, and must not run dry before they are dispatched: 5,000
-# made the weight-4 user of 1:2:4 fall 5-8 % short in its last second, 10,000 did not
-# (tools/bench fairness_end_to_end). 0 means no cap.
+# Jobs of one shard published and not finished, shared by weight among the users with jobs
+# due: each may have its share in flight (scheduler_worker.in_flight), the rest waits in
+# PostgreSQL. Executors hold what is in flight and start it in weighted fair order, so this
+# bounds their memory and how long a newcomer's job waits behind others', while it must
+# keep them busy: the drain needs about a second of work in flight.
 SCHEDULER_MAX_IN_FLIGHT_PER_SHARD = env_int(
-    "JOBSVC_SCHEDULER_MAX_IN_FLIGHT_PER_SHARD", 10000, minimum=0
+    "JOBSVC_SCHEDULER_MAX_IN_FLIGHT_PER_SHARD", 2000, minimum=1
 )
-# Seconds a published job should wait for an executor at most: each shard's in-flight
-# limit shrinks below the cap above while its oldest queued job is older. 0 (the default):
-# the fixed cap only; the adaptive limit is off until measured on a quiet machine.
-SCHEDULER_TARGET_QUEUE_WAIT = env_float(
-    "JOBSVC_SCHEDULER_TARGET_QUEUE_WAIT_SECONDS", 0.0, minimum=0.0
-)
-# A queued job no executor claimed within this many seconds of its due time is
-# dispatched again.
+# A queued job no executor claimed within this many seconds of its due time is dispatched
+# again: the last resort for a message lost on a path nothing else detects.
 SCHEDULER_QUEUED_TIMEOUT = env_float("JOBSVC_SCHEDULER_QUEUED_TIMEOUT_SECONDS", 60.0, minimum=1.0)
 # Seconds before its due time a job may be dispatched. The executor holds it until it is
-# due, so the scheduler's round, the broker and the executor's read happen while the job
-# waits anyway: under a flood they queue for CPU, and a job due during another user's
-# flood waited for them after it was due (tools/bench light_user_wait). A job queued
-# this way can no longer be rescheduled (409), as a dispatched one; it can be cancelled.
-# 0: dispatch jobs only once they are due.
+# due by the database's clock, so the round, the broker and the executor's read happen
+# while the job waits anyway, and it starts on time under load. A job queued this way can
+# no longer be rescheduled (409), as a dispatched one; it can be cancelled. 0: dispatch
+# jobs only once they are due.
 SCHEDULER_DISPATCH_AHEAD = env_float("JOBSVC_SCHEDULER_DISPATCH_AHEAD_SECONDS", 1.0, minimum=0.0)
-# Jobs created due (within the dispatch-ahead window) are announced by the API on their
-# shard's database (PostgreSQL NOTIFY), and the scheduler that owns the shard sends those
-# of users with few in flight to the express topic at once, beside its rounds
-# (jobsvc.jobs.due_now, scheduler_worker.due_listener). For the API and the schedulers
-# alike; false: such jobs wait for the next round.
-SCHEDULER_LISTEN_FOR_DUE = env_bool("JOBSVC_SCHEDULER_LISTEN_FOR_DUE", True)
-SCHEDULER_SWEEP_INTERVAL = env_float("JOBSVC_SCHEDULER_SWEEP_INTERVAL_SECONDS", 5.0, minimum=0.1)
+# Seconds between sweeps of an owned shard: running attempts whose lease expired (their
+# executor died or was cut off) and lost messages are made due again.
+SCHEDULER_SWEEP_INTERVAL = env_float("JOBSVC_SCHEDULER_SWEEP_INTERVAL_SECONDS", 1.0, minimum=0.1)
 SCHEDULER_WEIGHT_REFRESH = env_float("JOBSVC_SCHEDULER_WEIGHT_REFRESH_SECONDS", 2.0, minimum=0.1)
-SCHEDULER_PUBLISH_TIMEOUT = env_float("JOBSVC_SCHEDULER_PUBLISH_TIMEOUT_SECONDS", 10.0, minimum=1.0)
+# Seconds the broker gets to acknowledge a dispatch's message; after it the job is due again
+# and the round counts as failed (see JOBSVC_SCHEDULER_STEP_BACK_AFTER_SECONDS).
+SCHEDULER_PUBLISH_TIMEOUT = env_float("JOBSVC_SCHEDULER_PUBLISH_TIMEOUT_SECONDS", 3.0, minimum=1.0)
 SCHEDULER_METRICS_PORT = env_int("JOBSVC_SCHEDULER_METRICS_PORT", 0, minimum=0)  # 0: off
 # Seconds an owned shard's dispatch rounds may all fail before the worker's /readyz (on its
 # metrics port) answers 503.
 SCHEDULER_UNHEALTHY_AFTER = env_float("JOBSVC_SCHEDULER_UNHEALTHY_AFTER_SECONDS", 10.0, minimum=1.0)
-# Seconds a scheduler stays out of the membership after stepping back (a shard failed on
-# it for UNHEALTHY_AFTER while other schedulers ran), before it joins again.
+# Seconds an owned shard's rounds may all fail (its database, or the broker, cannot be
+# reached from here) while other schedulers run, before this one steps back: it leaves the
+# membership, so its shards move to them, for JOBSVC_SCHEDULER_STEP_BACK_SECONDS.
+SCHEDULER_STEP_BACK_AFTER = env_float("JOBSVC_SCHEDULER_STEP_BACK_AFTER_SECONDS", 3.0, minimum=0.5)
 SCHEDULER_STEP_BACK = env_float("JOBSVC_SCHEDULER_STEP_BACK_SECONDS", 30.0, minimum=1.0)
 
 # --- Executor workers ----------------------------------------------------------------
 
 EXECUTOR_GROUP_ID = env_str("JOBSVC_EXECUTOR_GROUP_ID", "jobsvc-executors")
 EXECUTOR_CONCURRENCY = env_int("JOBSVC_EXECUTOR_CONCURRENCY", 16, minimum=1)  # handler threads
-# Messages per poll; large batches amortise the claim (one statement per shard and batch).
+# Messages per poll.
 EXECUTOR_BATCH_SIZE = env_int("JOBSVC_EXECUTOR_BATCH_SIZE", 2000, minimum=1)
-# Attempts one executor runs at once; consumption pauses beyond it (bounded memory).
+# Attempts claimed and not yet recorded, at most (bounded memory).
 EXECUTOR_MAX_IN_FLIGHT = env_int("JOBSVC_EXECUTOR_MAX_IN_FLIGHT", 2000, minimum=1)
-# Messages one executor reads ahead of what it runs: it starts the jobs it holds in
-# weighted fair order across users (executor_worker.fair_buffer), so a job need not wait
-# behind everything published before it. At least the schedulers' in-flight cap (shards x
-# JOBSVC_SCHEDULER_MAX_IN_FLIGHT_PER_SHARD) over the executors, so the broker's queue is
-# read into the executors, where the order is fair, rather than waited on in FIFO order.
-EXECUTOR_READ_AHEAD = env_int("JOBSVC_EXECUTOR_READ_AHEAD", 40000, minimum=1)
-# Messages taken from the read-ahead per turn to be claimed (one transaction per shard):
-# a job that goes next in the fair order starts after at most about one such claim.
-# 500 halved the drain speed of no-op jobs against 1,000 (more transactions, each waiting
-# for its commit to be flushed); 2,000 made a claim take a quarter of a second.
+# Jobs one executor holds at most (read, not started yet): reading pauses beyond it. Above
+# what the schedulers keep in flight for its partitions (shards x
+# JOBSVC_SCHEDULER_MAX_IN_FLIGHT_PER_SHARD / executors), so that it holds all of it and
+# the weighted fair order decides, not the broker's FIFO partitions.
+EXECUTOR_READ_AHEAD = env_int("JOBSVC_EXECUTOR_READ_AHEAD", 20000, minimum=1)
+# Inline jobs (no-op, kafka) taken per turn to be claimed, one transaction per shard: a job
+# that goes next in the fair order starts after about one such claim. Smaller claims cost
+# more transactions (commits) per job.
 EXECUTOR_CLAIM_BATCH = env_int("JOBSVC_EXECUTOR_CLAIM_BATCH", 1000, minimum=1)
-# An executor that runs out of a user's jobs runs those of the user's jobs that wait for
-# another executor, found in the shards (executor_worker.work_stealing).
-EXECUTOR_WORK_STEALING = env_bool("JOBSVC_EXECUTOR_WORK_STEALING", True)
 # Messages of one partition held behind one not handled yet (a long job, a shard that
 # cannot be reached): offsets are committed only up to it, so at this many the executor
 # stops reading the partition (bounded memory) until half are committed.
@@ -311,7 +286,22 @@ EXECUTOR_MAX_UNCOMMITTED_PER_PARTITION = env_int(
 # the executor producer's message.timeout.ms, so a letter that was not acknowledged in time
 # is not delivered later behind the retry's back.
 EXECUTOR_PUBLISH_TIMEOUT = env_float("JOBSVC_EXECUTOR_PUBLISH_TIMEOUT_SECONDS", 10.0, minimum=1.0)
-EXECUTOR_LEASE_GRACE = env_float("JOBSVC_EXECUTOR_LEASE_GRACE_SECONDS", 30.0, minimum=1.0)
+# Seconds an attempt running on a handler thread holds its job, renewed every third of it
+# while it runs: if the executor dies, pauses or is cut off, the schedulers' sweeper makes
+# the job due again this soon (an attempt may then run twice: handlers must be
+# idempotent). Longer survives longer pauses (a stopped VM) without a second run.
+EXECUTOR_LEASE_SECONDS = env_float("JOBSVC_EXECUTOR_LEASE_SECONDS", 6.0, minimum=1.0)
+# Seconds a shard may fail every claim and record on an executor, while another executor
+# reached it lately, before this one leaves the consumer group (its partitions, and the
+# jobs it held, go to the others) for JOBSVC_EXECUTOR_STEP_BACK_SECONDS. A shard down for
+# every executor moves nothing. 0: never leave.
+EXECUTOR_STEP_BACK_AFTER = env_float("JOBSVC_EXECUTOR_STEP_BACK_AFTER_SECONDS", 3.0, minimum=0.0)
+EXECUTOR_STEP_BACK = env_float("JOBSVC_EXECUTOR_STEP_BACK_SECONDS", 30.0, minimum=1.0)
+# Seconds an executor's clock may be off a shard database's before /readyz says so. Jobs
+# are held by the database's clock whatever the offset (executor_worker.shard_clocks).
+EXECUTOR_MAX_CLOCK_OFFSET = env_float(
+    "JOBSVC_EXECUTOR_MAX_CLOCK_OFFSET_SECONDS", 1.0, minimum=0.001
+)
 EXECUTOR_DRAIN_TIMEOUT = env_float("JOBSVC_EXECUTOR_DRAIN_TIMEOUT_SECONDS", 30.0, minimum=0.0)
 EXECUTOR_METRICS_PORT = env_int("JOBSVC_EXECUTOR_METRICS_PORT", 0, minimum=0)  # 0: off
 # Seconds a shard database (claims, records) or the dead-letter topic may fail every try

@@ -2,16 +2,15 @@
 
 The thread takes the shard's lease (its epoch fences every later write), then loops:
 sweep when due (``scheduler_worker.sweeper``), one round (``scheduler_worker.shard_rounds``),
-and a pause until the next round when the last one left nothing due. A database or broker
-error drops the thread's connections and waits ``_ERROR_BACKOFF_SECONDS``; the time since
-the last round that worked is what the worker's readiness reports (``failing_for``).
-With ``listen_for_due`` a due listener (``scheduler_worker.due_listener``) sends the jobs
-of users with few in flight express between rounds.
+and a pause so that rounds start ``poll_interval`` apart. A database or broker error drops
+the thread's connections and waits ``_ERROR_BACKOFF_SECONDS``; the time since the last
+round that worked is what the worker's readiness reports (``failing_for``).
 
-A job is always either scheduled in the database, or queued with a lease while its message
-is published. If the worker dies between claim and acknowledgement, the sweeper makes the
-job due again when the lease expires; a duplicate message that may result is dropped by
-the executor's claim. A stopping dispatcher waits for its acknowledgements (at most the
+A job is always either scheduled in the database, or queued while its message is
+published. If the worker dies between claim and acknowledgement, the next owner makes
+the job due again as it takes the shard over (``ShardStore.reset_older_dispatches``), and
+the sweeper does when its queued lease expires; a duplicate message that may result is
+dropped by the executor's claim. A stopping dispatcher waits for its acknowledgements (at most the
 publish timeout) and releases what failed before it lets the shard go.
 """
 
@@ -27,8 +26,7 @@ from django.db import connections
 from jobsvc.messaging.producer import Producer
 from scheduler_worker import metrics
 from scheduler_worker.dispatch_config import DispatchConfig
-from scheduler_worker.due_listener import DueListener
-from scheduler_worker.errors import ShardFenced
+from scheduler_worker.errors import MessagesNotAcknowledged, ShardFenced
 from scheduler_worker.shard_rounds import ShardRounds, Weights
 from scheduler_worker.shard_store import ShardStore
 from scheduler_worker.sweeper import ShardSweeper
@@ -91,7 +89,6 @@ class ShardDispatcher:
             sweep_interval=config.sweep_interval,
             clock=clock,
         )
-        self._due_listener: DueListener | None = None
 
     # --- control, from any thread -----------------------------------------------------
 
@@ -129,11 +126,6 @@ class ShardDispatcher:
                 return
             self.rounds.epoch = epoch
             metrics.SHARD_FAILING.labels(self._shard_label).set(0)
-            if self.config.listen_for_due and self.config.express_topic:
-                self._due_listener = DueListener(
-                    shard_id=shard, alias=self.store.alias, on_due=self.rounds.dispatch_express
-                )
-                self._due_listener.start()
             logger.info(
                 "shard %s: dispatching under epoch %s",
                 shard,
@@ -145,13 +137,11 @@ class ShardDispatcher:
                 if self._stopped.is_set():
                     break
                 started = self.clock()
-                published = self._guarded_round()
+                self._guarded_round()
                 self._record_round(started)
-                if published < self.config.batch_size:
-                    # Rounds start poll_interval apart: the round's own time counts toward
-                    # the pause, so a job newly due waits at most about one interval.
-                    pause = started + self.config.poll_interval - self.clock()
-                    self._stopped.wait(max(0.0, pause))
+                # Rounds start poll_interval apart: the round's own time counts toward the
+                # pause, so a job newly due waits at most about one interval.
+                self._stopped.wait(max(0.0, started + self.config.poll_interval - self.clock()))
             self.rounds.settle(self.config.publish_timeout + _ERROR_BACKOFF_SECONDS)
         except ShardFenced as exc:
             logger.warning(
@@ -159,17 +149,23 @@ class ShardDispatcher:
             )
             self.on_fenced(self)
         finally:
-            if self._due_listener is not None:
-                self._due_listener.stop()
-                self._due_listener.join(_ERROR_BACKOFF_SECONDS)
             self.rounds.forget()
             metrics.SHARD_FAILING.labels(self._shard_label).set(0)
             connections.close_all()  # this thread's: the shard's and the control database's
 
     def _acquire_lease(self) -> int | None:
+        """Take the shard's lease, and make due again what older owners left claimed."""
         while not self._stopped.is_set():
             try:
                 epoch = self.store.acquire_lease(owner=self.owner)
+                reset = self.store.reset_older_dispatches(epoch=epoch)
+                if reset:
+                    logger.info(
+                        "shard %s: %d jobs an earlier owner claimed are due again",
+                        self.store.shard_id,
+                        reset,
+                        extra={"shard": self.store.shard_id, "action": "takeover"},
+                    )
                 self._round_worked()
                 return epoch
             except DatabaseError as exc:
@@ -218,8 +214,8 @@ class ShardDispatcher:
             if self._sweeper.is_due():
                 self._sweeper.sweep(epoch=self.rounds.epoch)
             published = self.rounds.dispatch_round()
-        except DatabaseError as exc:
-            logger.warning("shard %s: database error, retrying: %s", self.store.shard_id, exc)
+        except (DatabaseError, MessagesNotAcknowledged) as exc:
+            logger.warning("shard %s: round failed, retrying: %s", self.store.shard_id, exc)
             self._round_failed()
             self._stopped.wait(_ERROR_BACKOFF_SECONDS)
             return 0

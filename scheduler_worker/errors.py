@@ -1,7 +1,8 @@
 """Errors of the scheduler worker.
 
 SchedulerError
-└── ShardFenced     another worker took the shard over; stop writing to it
+├── ShardFenced                another worker took the shard over; stop writing to it
+└── MessagesNotAcknowledged    the broker failed a round's messages; their jobs are due again
 """
 
 from __future__ import annotations
@@ -13,3 +14,7 @@ class SchedulerError(Exception):
 
 class ShardFenced(SchedulerError):
     """The shard's lease epoch is no longer ours: another worker owns the shard now."""
+
+
+class MessagesNotAcknowledged(SchedulerError):
+    """The broker did not acknowledge a round's messages in time: their jobs are due again."""

@@ -25,21 +25,6 @@ DISPATCH_ROUND = Histogram(
 )
 DUE_BACKLOG = Gauge("jobsvc_due_backlog_jobs", "Due jobs waiting in the shard", ["shard"])
 IN_FLIGHT = Gauge("jobsvc_in_flight_jobs", "Jobs published but not finished", ["shard"])
-IN_FLIGHT_LIMIT = Gauge(
-    "jobsvc_in_flight_limit_jobs",
-    "How many jobs of the shard may be in flight now (follows the age of the oldest queued)",
-    ["shard"],
-)
-JOBS_PAST_THE_LIMIT = Counter(
-    "jobsvc_jobs_dispatched_past_the_limit",
-    "Jobs dispatched at the in-flight limit: one each for users with nothing in flight",
-    ["shard"],
-)
-JOBS_EXPRESS = Counter(
-    "jobsvc_jobs_dispatched_express",
-    "Jobs sent to the express topic: those of users with fewer than 4 in flight on the shard",
-    ["shard"],
-)
 SHARD_OWNED = Gauge("jobsvc_shard_owned", "1 while this worker owns the shard", ["shard"])
 SHARDS_CONFIGURED = Gauge("jobsvc_shards_configured", "Shards in the pool")
 SHARD_FAILING = Gauge(

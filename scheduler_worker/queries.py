@@ -6,6 +6,15 @@ needs that row exclusively, so it waits for any write in progress and every late
 of the old owner sees the new epoch and is refused: the fence.
 """
 
+from jobsvc.jobs.lifecycle import (
+    FAILED,
+    FINISHED,
+    IN_FLIGHT,
+    QUEUED,
+    RUNNING,
+    SCHEDULED,
+    append_attempt_error,
+)
 from jobsvc.jobs.priorities import PRIORITY_MAX, PRIORITY_MIN
 
 ACQUIRE_LEASE = """
@@ -28,31 +37,24 @@ RECORD_ROUND = """
 """
 
 # For the backlog gauge only (every sweep): counting stops at a million.
-COUNT_DUE = """
-    SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'scheduled' AND due_at <= now()
+COUNT_DUE = f"""
+    SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = {SCHEDULED} AND due_at <= now()
                            LIMIT 1000000) AS due
 """
 
 # Published, unfinished jobs per user: the partial in-flight index keeps it to those rows.
-# The ids too, of users with at most ``listed`` of them (see STILL_IN_FLIGHT).
-COUNT_IN_FLIGHT_BY_USER = """
-    SELECT user_id, count(*), CASE WHEN count(*) <= %(listed)s THEN array_agg(id) END
-      FROM jobs WHERE status IN ('queued', 'running') GROUP BY user_id
+COUNT_IN_FLIGHT_BY_USER = f"""
+    SELECT user_id, count(*) FROM jobs WHERE status IN {IN_FLIGHT} GROUP BY user_id
 """
 
-# Which of these jobs are still in flight: primary-key lookups, so the dispatcher can tell
-# between two counts that a user with few jobs in flight has none left.
-STILL_IN_FLIGHT = """
-    SELECT id FROM jobs WHERE id = ANY(%(job_ids)s) AND status IN ('queued', 'running')
-"""
-
-# Seconds the oldest queued job (published, not started yet) has waited since it was
-# both dispatched and due. A queued job's lease is that moment plus the queued timeout,
-# so the in-flight index, in lease order, finds it among the first entries it reads.
-OLDEST_QUEUED_AGE = """
-    SELECT greatest(0, extract(epoch FROM now() - greatest(dispatched_at, due_at)))::float8
-      FROM jobs
-     WHERE status = 'queued' ORDER BY lease_expires_at LIMIT 1
+# At a takeover: jobs an older owner claimed for dispatch that no executor started. The old
+# owner may have died before their messages went out, so they are made due again at once
+# rather than after the queued timeout.
+RESET_OLDER_DISPATCHES = f"""
+    UPDATE jobs
+       SET status = {SCHEDULED}, dispatched_at = NULL, lease_expires_at = NULL,
+           updated_at = now()
+     WHERE status = {QUEUED} AND dispatch_epoch < %(epoch)s
 """
 
 # Users with jobs due within ``ahead`` seconds (DispatchConfig.dispatch_ahead), found with
@@ -60,16 +62,16 @@ OLDEST_QUEUED_AGE = """
 # probe per (user, priority) that has scheduled jobs, however many jobs each has. Each
 # probe finds the earliest due job of the next (user, priority) pair; a user is due if
 # any of their pairs is. Most users use one priority, so this is about one probe per user.
-DUE_USERS = """
+DUE_USERS = f"""
     WITH RECURSIVE heads AS (
         (SELECT user_id, priority, due_at FROM jobs
-          WHERE status = 'scheduled'
+          WHERE status = {SCHEDULED}
           ORDER BY user_id, priority, due_at, id LIMIT 1)
         UNION ALL
         SELECT next.user_id, next.priority, next.due_at
           FROM heads,
        LATERAL (SELECT user_id, priority, due_at FROM jobs
-                 WHERE status = 'scheduled'
+                 WHERE status = {SCHEDULED}
                    AND (user_id, priority) > (heads.user_id, heads.priority)
                  ORDER BY user_id, priority, due_at, id LIMIT 1) AS next
     )
@@ -99,7 +101,7 @@ PICK_FOR_DISPATCH = f"""
               LATERAL (SELECT by_priority.ctid
                          FROM generate_series({PRIORITY_MAX}, {PRIORITY_MIN}, -1) AS p(priority),
                       LATERAL (SELECT ctid, due_at, id FROM jobs
-                                WHERE status = 'scheduled' AND user_id = quota.user_id
+                                WHERE status = {SCHEDULED} AND user_id = quota.user_id
                                   AND priority = p.priority
                                   AND due_at <= now() + make_interval(secs => %(ahead)s)
                                 ORDER BY due_at, id LIMIT quota.n) AS by_priority
@@ -108,7 +110,7 @@ PICK_FOR_DISPATCH = f"""
 
 CLAIM_FOR_DISPATCH = f"""
     UPDATE jobs
-       SET status = 'queued', dispatched_at = now(), updated_at = now(),
+       SET status = {QUEUED}, dispatched_at = now(), updated_at = now(),
            dispatch_epoch = %(epoch)s,
            lease_expires_at = GREATEST(jobs.due_at, now())
                               + make_interval(secs => %(queued_timeout)s)
@@ -118,43 +120,43 @@ CLAIM_FOR_DISPATCH = f"""
 """
 
 # Jobs whose messages the broker did not acknowledge go back to being due at once.
-RELEASE_UNPUBLISHED = """
+RELEASE_UNPUBLISHED = f"""
     UPDATE jobs
-       SET status = 'scheduled', dispatched_at = NULL, lease_expires_at = NULL,
+       SET status = {SCHEDULED}, dispatched_at = NULL, lease_expires_at = NULL,
            updated_at = now()
-     WHERE id = ANY(%(job_ids)s) AND status = 'queued' AND dispatch_epoch = %(epoch)s
+     WHERE id = ANY(%(job_ids)s) AND status = {QUEUED} AND dispatch_epoch = %(epoch)s
 """
 
 # A queued job nobody claimed in time: its message was lost (broker restart) or is stuck
 # behind a dead consumer. Make it due again; a late duplicate is dropped at claim time.
-SWEEP_UNCLAIMED = """
+SWEEP_UNCLAIMED = f"""
     UPDATE jobs
-       SET status = 'scheduled', lease_expires_at = NULL, updated_at = now()
-     WHERE status = 'queued' AND lease_expires_at < now()
+       SET status = {SCHEDULED}, lease_expires_at = NULL, updated_at = now()
+     WHERE status = {QUEUED} AND lease_expires_at < now()
 """
 
 # A running job whose executor died (its lease expired): that attempt is over. With
 # attempts left, the job is due again at once; otherwise it fails (ABANDONED_EXHAUSTED
 # finds those, the dead-letter message is published, then FAIL_ABANDONED records it).
 LOST_ATTEMPT_ERROR = "the executor running this attempt stopped responding"
+_APPEND_LOST_ATTEMPT_ERROR = append_attempt_error(attempt="jobs.attempts", error="%(error)s::text")
 
-SWEEP_ABANDONED = """
+SWEEP_ABANDONED = f"""
     UPDATE jobs
-       SET status = 'scheduled', due_at = now(), lease_expires_at = NULL, updated_at = now(),
+       SET status = {SCHEDULED}, due_at = now(), lease_expires_at = NULL, updated_at = now(),
            last_error = %(error)s,
-           attempt_errors = attempt_errors || jsonb_build_array(jsonb_build_object(
-               'attempt', attempts, 'error', %(error)s::text, 'at', now()))
-     WHERE status = 'running' AND lease_expires_at < now() AND attempts < max_attempts
+           {_APPEND_LOST_ATTEMPT_ERROR}
+     WHERE status = {RUNNING} AND lease_expires_at < now() AND attempts < max_attempts
 """
 
 # Finished jobs past the retention time, oldest first, a batch at a time. Picked rows are
 # deleted by ctid, as CLAIM_FOR_DISPATCH updates them: a TID scan whatever the planner's
 # estimates. Finished jobs do not change, and a row that did has a new ctid and is kept.
-PURGE_FINISHED_JOBS = """
+PURGE_FINISHED_JOBS = f"""
     DELETE FROM jobs
      WHERE ctid = ANY(ARRAY(
                SELECT ctid FROM jobs
-                WHERE status IN ('succeeded', 'failed', 'cancelled')
+                WHERE status IN {FINISHED}
                   AND finished_at < %(finished_before)s
                 ORDER BY finished_at
                 LIMIT %(limit)s))
@@ -183,20 +185,19 @@ PURGE_BULK_DECISIONS = """
 
 # Rows another transaction holds are skipped: a previous owner, paused while it publishes
 # their dead letters, must not stall the next owner's sweep (nor its dispatch rounds).
-ABANDONED_EXHAUSTED = """
+ABANDONED_EXHAUSTED = f"""
     SELECT id, user_id, attempts, max_attempts, handler, handler_params, message,
            execute_at, created_at, attempt_errors
       FROM jobs
-     WHERE status = 'running' AND lease_expires_at < now() AND attempts >= max_attempts
+     WHERE status = {RUNNING} AND lease_expires_at < now() AND attempts >= max_attempts
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
 """
 
-FAIL_ABANDONED = """
+FAIL_ABANDONED = f"""
     UPDATE jobs
-       SET status = 'failed', finished_at = now(), lease_expires_at = NULL, updated_at = now(),
+       SET status = {FAILED}, finished_at = now(), lease_expires_at = NULL, updated_at = now(),
            last_error = %(error)s,
-           attempt_errors = attempt_errors || jsonb_build_array(jsonb_build_object(
-               'attempt', attempts, 'error', %(error)s::text, 'at', now()))
-     WHERE id = ANY(%(job_ids)s) AND status = 'running' AND lease_expires_at < now()
+           {_APPEND_LOST_ATTEMPT_ERROR}
+     WHERE id = ANY(%(job_ids)s) AND status = {RUNNING} AND lease_expires_at < now()
 """

@@ -69,30 +69,25 @@ class ShardStore:
             cursor.execute(queries.ACQUIRE_LEASE, {"shard_id": self.shard_id, "owner": owner})
             return cursor.fetchone()[0]
 
+    def reset_older_dispatches(self, *, epoch: int) -> int:
+        """Make due again the jobs older owners claimed that no executor started (their
+        messages may never have been sent: the owner died between claim and publish); how
+        many. A message that was sent after all still starts its job (a claim takes it from
+        ``scheduled``), and the later dispatch's message is then dropped by the claim."""
+        with self._fenced(epoch) as cursor:
+            cursor.execute(queries.RESET_OLDER_DISPATCHES, {"epoch": epoch})
+            return cursor.rowcount
+
     def record_round(self, *, epoch: int) -> None:
         """Note that the owner under ``epoch`` ran a dispatch round just now."""
         with self._cursor() as cursor:
             cursor.execute(queries.RECORD_ROUND, {"shard_id": self.shard_id, "epoch": epoch})
 
-    def in_flight_by_user(self, *, listed: int = 0) -> dict[int, tuple[int, list[str]]]:
-        """Published, unfinished jobs (queued or running) per user who has any: how many,
-        and which, if ``listed`` or fewer (otherwise an empty list)."""
+    def in_flight_by_user(self) -> dict[int, int]:
+        """Published, unfinished jobs (queued or running) per user who has any."""
         with self._cursor() as cursor:
-            cursor.execute(queries.COUNT_IN_FLIGHT_BY_USER, {"listed": listed})
-            return {user: (count, ids or []) for user, count, ids in cursor.fetchall()}
-
-    def still_in_flight(self, job_ids: list[str]) -> set[str]:
-        """Of these jobs, the ones still published and unfinished."""
-        with self._cursor() as cursor:
-            cursor.execute(queries.STILL_IN_FLIGHT, {"job_ids": job_ids})
-            return {row[0] for row in cursor.fetchall()}
-
-    def oldest_queued_age(self) -> float | None:
-        """Seconds the oldest published, not yet started job has waited (None: none)."""
-        with self._cursor() as cursor:
-            cursor.execute(queries.OLDEST_QUEUED_AGE)
-            row = cursor.fetchone()
-            return None if row is None else row[0]
+            cursor.execute(queries.COUNT_IN_FLIGHT_BY_USER)
+            return dict(cursor.fetchall())
 
     def due_backlog(self) -> int:
         with self._cursor() as cursor:

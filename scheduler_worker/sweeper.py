@@ -3,13 +3,17 @@
 The shard's dispatcher runs a sweep on its own thread before a round, every
 ``sweep_interval`` seconds, under its lease epoch. One sweep (``ShardSweeper.sweep``):
 
-1. sets the shard's due backlog gauge;
-2. makes due again queued jobs whose lease expired (their message was lost or nobody
+1. makes due again queued jobs whose lease expired (their message was lost or nobody
    claimed it: "unclaimed") and running jobs whose executor's lease expired while
-   attempts remain ("abandoned");
-3. fails running jobs whose executor died on their last attempt ("exhausted"), each only
+   attempts remain ("abandoned": the executor died, paused or was cut off; it renews the
+   leases of what it runs);
+2. fails running jobs whose executor died on their last attempt ("exhausted"), each only
    once the broker acknowledged its dead letter: one that was not stays running, and the
-   next sweep tries again;
+   next sweep tries again.
+
+Every ``MAINTENANCE_INTERVAL`` seconds a sweep also:
+
+3. sets the shard's due backlog gauge;
 4. commits or rolls back the prepared transactions that spread bulk requests left on the
    shard (``jobsvc.jobs.spread.resolve_prepared``: their API process or connection died
    between the two phases), once ``SWEEP_GRACE`` old;
@@ -17,7 +21,7 @@ The shard's dispatcher runs a sweep on its own thread before a round, every
    as many spread bulk requests' decisions past ``DECISION_RETENTION``, and as many
    finished jobs past ``JOB_RETENTION`` (when set).
 
-Steps 2 and 3 are fenced by the epoch, like the dispatcher's writes; the purges are not (a
+Steps 1 and 2 are fenced by the epoch, like the dispatcher's writes; the purges are not (a
 row past its time is gone whoever deletes it), nor is step 4 (any two sweeps reach the
 same decision: the coordinator's row decides). A sweep that raises stays due, so the
 dispatcher's next round tries it again.
@@ -39,9 +43,10 @@ from scheduler_worker.shard_store import AbandonedJob, ShardStore
 
 logger = logging.getLogger(__name__)
 
+MAINTENANCE_INTERVAL = 10.0  # seconds between the steps 3-5 of a shard's sweeps
 # Finished jobs past their retention, and expired Idempotency-Keys, deleted per shard per
-# sweep (every 5 s by default): each 1,000/s per shard, above the design's 5M jobs an hour.
-PURGED_PER_SWEEP = 5000
+# maintenance: each 1,000/s per shard, above the design's 5M jobs an hour.
+PURGED_PER_SWEEP = 10_000
 
 
 class ShardSweeper:
@@ -68,41 +73,25 @@ class ShardSweeper:
         self.sweep_interval = sweep_interval
         self.clock = clock
         self._next_sweep = 0.0
+        self._next_maintenance = 0.0
 
     def is_due(self) -> bool:
         return self.clock() >= self._next_sweep
 
     def sweep(self, *, epoch: int) -> None:
-        shard_label = str(self.store.shard_id)
-        metrics.DUE_BACKLOG.labels(shard_label).set(self.store.due_backlog())
         result = self.store.sweep(epoch=epoch)
         failed = self.store.fail_abandoned(
             epoch=epoch,
             dead_letter=self._dead_letter,
             dead_letter_timeout=self.publish_timeout,
         )
-        resolved = spread.resolve_prepared(
-            self.store.alias, self.store.shard_id, grace=spread.SWEEP_GRACE
-        )
-        now = timezone.now()
-        purged_keys = self.store.purge_expired_idempotency_keys(
-            expired_at=now - settings.IDEMPOTENCY_KEY_TTL, limit=PURGED_PER_SWEEP
-        )
-        self.store.purge_bulk_decisions(
-            decided_before=now - spread.DECISION_RETENTION, limit=PURGED_PER_SWEEP
-        )
-        purged_jobs = 0
-        if settings.JOB_RETENTION:
-            purged_jobs = self.store.purge_finished_jobs(
-                finished_before=now - settings.JOB_RETENTION, limit=PURGED_PER_SWEEP
-            )
+        if self.clock() >= self._next_maintenance:
+            self._maintain()
+            self._next_maintenance = self.clock() + MAINTENANCE_INTERVAL
         self._next_sweep = self.clock() + self.sweep_interval
-        metrics.IDEMPOTENCY_KEYS_PURGED.inc(purged_keys)
-        metrics.JOBS_PURGED.inc(purged_jobs)
         metrics.JOBS_SWEPT.labels("unclaimed").inc(result.unclaimed)
         metrics.JOBS_SWEPT.labels("abandoned").inc(result.abandoned)
         metrics.JOBS_SWEPT.labels("exhausted").inc(failed)
-        metrics.BULK_TRANSACTIONS_RESOLVED.inc(resolved)
         if failed:
             logger.error(
                 "shard %s: %d jobs failed: their executors died on the last attempt",
@@ -119,26 +108,37 @@ class ShardSweeper:
                 extra={"shard": self.store.shard_id, "action": "sweep"},
             )
 
+    def _maintain(self) -> None:
+        """Steps 3-5: the backlog gauge, prepared transactions, purges."""
+        metrics.DUE_BACKLOG.labels(str(self.store.shard_id)).set(self.store.due_backlog())
+        resolved = spread.resolve_prepared(
+            self.store.alias, self.store.shard_id, grace=spread.SWEEP_GRACE
+        )
+        now = timezone.now()
+        purged_keys = self.store.purge_expired_idempotency_keys(
+            expired_at=now - settings.IDEMPOTENCY_KEY_TTL, limit=PURGED_PER_SWEEP
+        )
+        self.store.purge_bulk_decisions(
+            decided_before=now - spread.DECISION_RETENTION, limit=PURGED_PER_SWEEP
+        )
+        purged_jobs = 0
+        if settings.JOB_RETENTION:
+            purged_jobs = self.store.purge_finished_jobs(
+                finished_before=now - settings.JOB_RETENTION, limit=PURGED_PER_SWEEP
+            )
+        metrics.IDEMPOTENCY_KEYS_PURGED.inc(purged_keys)
+        metrics.JOBS_PURGED.inc(purged_jobs)
+        metrics.BULK_TRANSACTIONS_RESOLVED.inc(resolved)
+
     def _dead_letter(self, jobs: list[AbandonedJob]) -> bool:
         """Publish the jobs' dead letters; True once the broker acknowledged them all."""
         now = timezone.now()
         letters = [
-            DeadLetter(
-                job_id=job.job_id,
+            DeadLetter.final(
+                job,
                 shard_id=self.store.shard_id,
-                user_id=job.user_id,
-                handler=job.handler,
-                handler_params=job.handler_params,
-                message=job.message,
-                attempts=job.attempts,
-                max_attempts=job.max_attempts,
-                reason="exhausted",
-                attempt_errors=[
-                    *job.attempt_errors,
-                    {"attempt": job.attempts, "error": LOST_ATTEMPT_ERROR},
-                ],
-                execute_at=job.execute_at,
-                created_at=job.created_at,
+                attempt=job.attempts,
+                error=LOST_ATTEMPT_ERROR,
                 failed_at=now,
             )
             for job in jobs

@@ -12,6 +12,7 @@ seen for the first time; no shard waits for the control database.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable
 
@@ -21,6 +22,14 @@ from django.db import Error as DatabaseError
 from jobsvc.accounts.models import DEFAULT_JOB_WEIGHT, User
 
 logger = logging.getLogger(__name__)
+
+
+def weight_of(weights: dict[int, float], user: int) -> float:
+    """``user``'s weight in ``weights``; the default weight if it is missing, or not a
+    positive, finite number (the accounts refuse such weights; a share must never be
+    computed from one)."""
+    weight = weights.get(user, DEFAULT_JOB_WEIGHT)
+    return weight if math.isfinite(weight) and weight > 0 else DEFAULT_JOB_WEIGHT
 
 
 class WeightBook:

@@ -18,7 +18,6 @@ from django.db import connections
 from coordination.client import connect
 from coordination.shard_ownership import SUSPENDED_LIMIT, ShardOwnership
 from jobsvc.messaging.producer import BatchProducer
-from jobsvc.messaging.producers_by_topic import ProducersByTopic
 from jobsvc.messaging.renewing_producer import RenewingProducer
 from jobsvc.sharding.shards import shard_alias
 from scheduler_worker import metrics
@@ -46,6 +45,7 @@ class SchedulerWorker:
         dispatch: DispatchConfig,
         weight_refresh_seconds: float,
         unhealthy_after: float = 10.0,
+        step_back_after: float = 3.0,
         step_back_seconds: float = 30.0,
     ) -> None:
         self.worker_id = worker_id
@@ -57,11 +57,12 @@ class SchedulerWorker:
         self.dispatch = dispatch
         self.weight_refresh_seconds = weight_refresh_seconds
         self.unhealthy_after = unhealthy_after  # seconds of failed rounds before /readyz fails
+        self.step_back_after = step_back_after  # seconds of failed rounds before stepping back
         self.step_back_seconds = step_back_seconds  # away from membership after stepping back
         self._dispatchers: dict[int, ShardDispatcher] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._producer: RenewingProducer | ProducersByTopic | None = None
+        self._producer: RenewingProducer | None = None
         self._ownership: ShardOwnership | None = None
         self._stepped_back_until: float | None = None  # monotonic time to join again
 
@@ -80,12 +81,7 @@ class SchedulerWorker:
         # librdkafka reports a message it could not deliver within the publish timeout as
         # failed, and the dispatcher makes its job due again (should the broker have taken
         # it after all, the executor drops the duplicate).
-        # The express topic has a producer of its own (jobsvc.messaging.producers_by_topic).
-        self._producer = self._new_producer("")
-        if self.dispatch.express_topic:
-            self._producer = ProducersByTopic(
-                self._producer, {self.dispatch.express_topic: self._new_producer("-express")}
-            )
+        self._producer = self._new_producer()
         client = connect(
             self.zk_hosts, session_timeout=self.zk_session_timeout, connect_timeout=30.0
         )
@@ -142,14 +138,14 @@ class SchedulerWorker:
             if time.monotonic() >= (self._stepped_back_until or 0.0):
                 self._join(client)
             return
-        failing = self._failing_shards()
+        failing = self._failing_shards(self.step_back_after)
         if not failing or len(ownership.members() - {self.worker_id}) == 0:
             return
         logger.error(
             "shards %s: every dispatch round failed for %.0f s while other schedulers run: "
             "leaving for %.0f s so that they take the shards",
             failing,
-            self.unhealthy_after,
+            self.step_back_after,
             self.step_back_seconds,
             extra={"action": "step_back"},
         )
@@ -159,21 +155,21 @@ class SchedulerWorker:
             self._stepped_back_until = time.monotonic() + self.step_back_seconds
         ownership.stop()
 
-    def _failing_shards(self) -> list[int]:
+    def _failing_shards(self, longer_than: float) -> list[int]:
         with self._lock:
             dispatchers = dict(self._dispatchers)
         return sorted(
             shard_id
             for shard_id, dispatcher in dispatchers.items()
-            if dispatcher.failing_for() > self.unhealthy_after
+            if dispatcher.failing_for() > longer_than
         )
 
-    def _new_producer(self, suffix: str) -> RenewingProducer:
+    def _new_producer(self) -> RenewingProducer:
         timeout_ms = round(self.dispatch.publish_timeout * 1000)
         return RenewingProducer(
             lambda: BatchProducer(
                 bootstrap=self.kafka_bootstrap,
-                client_id=f"scheduler-{self.worker_id}{suffix}",
+                client_id=f"scheduler-{self.worker_id}",
                 config={"message.timeout.ms": timeout_ms},
             ),
             close_timeout=self.dispatch.publish_timeout,

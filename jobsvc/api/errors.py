@@ -8,8 +8,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import psycopg
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.db import InterfaceError, OperationalError
+from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -47,7 +48,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response(
             error_body(exc.code, exc.message, exc.fields), status=_status_of(exc), headers=headers
         )
-    if isinstance(exc, OperationalError | InterfaceError):
+    if _is_database_unavailable(exc):
         return _database_unavailable(exc, context)
     if isinstance(exc, Http404):
         exc = drf.NotFound()
@@ -70,6 +71,23 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         message = _MESSAGE_OF_DRF_CODE.get(code, str(detail))
         body = error_body(code, message)
     return Response(body, status=exc.status_code, headers=headers)
+
+
+# SQLSTATE classes and codes that say the database, not the request, is at fault: a
+# connection lost, a server out of disk or memory or shutting down, a statement cancelled
+# (timeout), a transaction ended for idling, a serialization conflict. Some are raised by
+# psycopg itself rather than through Django's wrappers (a COPY), so both are looked at.
+_UNAVAILABLE_CLASSES = ("08", "53", "57", "58")
+_UNAVAILABLE_STATES = frozenset({"25P03", "40001", "40P01", "55P03"})
+
+
+def _is_database_unavailable(exc: Exception) -> bool:
+    if isinstance(exc, OperationalError | InterfaceError):
+        return True
+    if not isinstance(exc, DatabaseError | psycopg.Error):
+        return False
+    state = getattr(exc, "sqlstate", None) or getattr(exc.__cause__, "sqlstate", None)
+    return bool(state) and (state[:2] in _UNAVAILABLE_CLASSES or state in _UNAVAILABLE_STATES)
 
 
 def _database_unavailable(exc: Exception, context: dict[str, Any]) -> Response:

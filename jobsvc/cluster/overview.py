@@ -1,7 +1,7 @@
 """The cluster at a glance: every part read at once, each allowed to be unavailable.
 
-ZooKeeper (scheduler members, shard owners) and Kafka (the executors' groups of the jobs
-and express topics, their lag, the dead-letter topic) are read on threads while the
+ZooKeeper (scheduler members, shard owners) and Kafka (the executors' consumer group, its
+lag, the dead-letter topic) are read on threads while the
 request's thread reads the shard databases (Django's connections belong to the thread
 that opened them). Each part has ``PART_TIMEOUT`` seconds; a part that fails or is late
 is reported as unavailable with the reason, and the rest of the page is still shown.
@@ -28,7 +28,6 @@ from jobsvc.messaging.consumer_group import (
     consumer_group_view,
     topic_message_count,
 )
-from jobsvc.messaging.topic_names import express_group_of
 from jobsvc.sharding.shards import shard_ids
 
 logger = logging.getLogger(__name__)
@@ -52,7 +51,6 @@ class ClusterOverview:
     membership: Part[ClusterMembership]
     shards: list[Part[ShardStats]]  # one per shard, in shard order
     executors: Part[ConsumerGroupView]
-    express: Part[ConsumerGroupView] | None  # the express topic's group; None: no topic
     dead_letters: Part[int]
     seconds: float  # how long gathering took
 
@@ -76,15 +74,6 @@ def cluster_overview() -> ClusterOverview:
             topic=settings.KAFKA_JOBS_TOPIC,
             timeout=PART_TIMEOUT,
         )
-        express = None
-        if settings.KAFKA_EXPRESS_TOPIC:
-            express = pool.submit(
-                consumer_group_view,
-                bootstrap=settings.KAFKA_BOOTSTRAP,
-                group_id=express_group_of(settings.EXECUTOR_GROUP_ID),
-                topic=settings.KAFKA_EXPRESS_TOPIC,
-                timeout=PART_TIMEOUT,
-            )
         dead_letters = pool.submit(
             topic_message_count,
             bootstrap=settings.KAFKA_BOOTSTRAP,
@@ -97,7 +86,6 @@ def cluster_overview() -> ClusterOverview:
             membership=_collect("ZooKeeper", membership, deadline),
             shards=shards,
             executors=_collect("Kafka", executors, deadline),
-            express=None if express is None else _collect("Kafka", express, deadline),
             dead_letters=_collect("Kafka", dead_letters, deadline),
             seconds=time.monotonic() - started,
         )

@@ -87,13 +87,6 @@ class Job(models.Model):
                 condition=models.Q(status="scheduled"),
                 name="jobs_due_by_user_idx",
             ),
-            # Each user's published, unstarted jobs, newest first: what an executor that ran
-            # out of a user's jobs looks for (executor_worker.work_stealing).
-            models.Index(
-                fields=["user_id", "-id"],
-                condition=models.Q(status="queued"),
-                name="jobs_queued_by_user_idx",
-            ),
             # What the scheduler counts (in flight) and the sweeper scans (expired leases).
             models.Index(
                 fields=["lease_expires_at"],

@@ -19,7 +19,6 @@ from django.utils import timezone
 
 from jobsvc import errors
 from jobsvc.jobs import spread, store
-from jobsvc.jobs.due_now import notify_due_now
 from jobsvc.jobs.models import CANCELLABLE_STATUSES, Job, JobStatus
 from jobsvc.jobs.selectors import JobFilter, job_get, jobs_matching
 from jobsvc.jobs.specs import JobSpec, RescheduleSpec
@@ -113,8 +112,6 @@ def _create(
         if not insert(rows, coordinator=first, claim_key=claim_key):
             return _replay(shard_alias(first), user_id, idempotency_key, request_hash)
     JOBS_CREATED.inc(len(rows))
-    if settings.SCHEDULER_LISTEN_FOR_DUE:
-        notify_due_now(rows, now=now, ahead=settings.SCHEDULER_DISPATCH_AHEAD)
     return CreateResult(jobs=rows, created=True)
 
 

@@ -9,8 +9,9 @@ acknowledged the letter and before the failure is committed sends it again), and
 consumer drops a letter whose job id it has seen (or the topic is compacted by key).
 
 Executors and schedulers both dead-letter (a job whose executor died on its last attempt
-is failed by the scheduler's sweeper); both publish through ``dead_letters_publish``,
-which also counts ``jobsvc_jobs_dead_lettered`` in either process.
+is failed by the scheduler's sweeper); both build the letter with ``DeadLetter.final`` and
+publish through ``dead_letters_publish``, which also counts ``jobsvc_jobs_dead_lettered``
+in either process.
 """
 
 from __future__ import annotations
@@ -30,6 +31,20 @@ SCHEMA_VERSION = 1
 JOBS_DEAD_LETTERED = Counter(
     "jobsvc_jobs_dead_lettered", "Jobs sent to the dead-letter topic (acknowledged by the broker)"
 )
+
+
+class FailedJob(Protocol):
+    """The job a final failure ends, as its owner read it from the shard."""
+
+    job_id: str
+    user_id: int
+    handler: str
+    handler_params: dict[str, Any]
+    message: str
+    max_attempts: int
+    execute_at: datetime
+    created_at: datetime
+    attempt_errors: list[dict[str, Any]]
 
 
 class Publisher(Protocol):
@@ -55,6 +70,27 @@ class DeadLetter:
     execute_at: datetime
     created_at: datetime
     failed_at: datetime
+
+    @classmethod
+    def final(
+        cls, job: FailedJob, *, shard_id: int, attempt: int, error: str, failed_at: datetime
+    ) -> DeadLetter:
+        """The letter of ``job``, failed for good on ``attempt`` with ``error``."""
+        return cls(
+            job_id=job.job_id,
+            shard_id=shard_id,
+            user_id=job.user_id,
+            handler=job.handler,
+            handler_params=job.handler_params,
+            message=job.message,
+            attempts=attempt,
+            max_attempts=job.max_attempts,
+            reason="exhausted" if attempt >= job.max_attempts else "permanent",
+            attempt_errors=[*job.attempt_errors, {"attempt": attempt, "error": error}],
+            execute_at=job.execute_at,
+            created_at=job.created_at,
+            failed_at=failed_at,
+        )
 
     def encode(self) -> bytes:
         return json.dumps(

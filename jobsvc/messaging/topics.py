@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from jobsvc.messaging.topic_names import express_topic_of
-
 logger = logging.getLogger(__name__)
 
 _ADMIN_TIMEOUT = 10.0  # seconds one admin request may take
@@ -43,21 +41,14 @@ def jobs_topics(
     jobs_topic: str,
     dead_letter_topic: str,
     partitions: int,
-    express_partitions: int,
     replication_factor: int = 1,
     min_insync_replicas: int = 1,
-    express_topic: str | None = None,
 ) -> list[TopicSpec]:
-    """The topics the workers use: jobs, its express topic (by default the one named after
-    it; "": none), and dead letters."""
-    if express_topic is None:
-        express_topic = express_topic_of(jobs_topic)
-    names = [(jobs_topic, partitions)]
-    if express_topic:
-        names.append((express_topic, express_partitions))
-    names.append((dead_letter_topic, 1))
+    """The topics the workers use: jobs (``partitions`` for the executors' group) and dead
+    letters."""
     return [
-        TopicSpec(name, count, replication_factor, min_insync_replicas) for name, count in names
+        TopicSpec(jobs_topic, partitions, replication_factor, min_insync_replicas),
+        TopicSpec(dead_letter_topic, 1, replication_factor, min_insync_replicas),
     ]
 
 
@@ -69,8 +60,6 @@ def configured_topics() -> list[TopicSpec]:
         jobs_topic=settings.KAFKA_JOBS_TOPIC,
         dead_letter_topic=settings.KAFKA_DEAD_LETTER_TOPIC,
         partitions=settings.KAFKA_JOBS_PARTITIONS,
-        express_topic=settings.KAFKA_EXPRESS_TOPIC,
-        express_partitions=settings.KAFKA_EXPRESS_PARTITIONS,
         replication_factor=settings.KAFKA_REPLICATION_FACTOR,
         min_insync_replicas=settings.KAFKA_MIN_INSYNC_REPLICAS,
     )

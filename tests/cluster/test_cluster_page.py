@@ -48,7 +48,6 @@ def test_every_shard_and_part_is_on_the_page(staff_browser):
     assert "No scheduler is running." in html
     assert "No executor is registered." in html
     assert 'id="partitions"' in html
-    assert 'id="express-partitions"' in html
     assert 'id="dead-letters"' in html
 
 

@@ -45,14 +45,11 @@ SCHEDULER_METRICS = (
     Metric("jobsvc_dispatch_lag_seconds", "histogram"),
     Metric("jobsvc_due_backlog_jobs", "gauge", ("shard",)),
     Metric("jobsvc_in_flight_jobs", "gauge", ("shard",)),
-    Metric("jobsvc_in_flight_limit_jobs", "gauge", ("shard",)),
     Metric("jobsvc_shard_owned", "gauge", ("shard",)),
     Metric("jobsvc_shards_configured", "gauge"),
     Metric("jobsvc_shard_dispatch_failing", "gauge", ("shard",)),
     Metric("jobsvc_shard_ownership_changes", "counter", ("change",)),
     Metric("jobsvc_jobs_released", "counter"),
-    Metric("jobsvc_jobs_dispatched_past_the_limit", "counter", ("shard",)),
-    Metric("jobsvc_jobs_dispatched_express", "counter", ("shard",)),
     Metric("jobsvc_jobs_swept", "counter", ("reason",)),
     Metric("jobsvc_idempotency_keys_purged", "counter"),
     Metric("jobsvc_jobs_purged", "counter"),
@@ -69,7 +66,7 @@ EXECUTOR_METRICS = (
     Metric("jobsvc_consumer_lag_messages", "gauge", ("partition",)),
     Metric("jobsvc_executor_in_flight", "gauge"),
     Metric("jobsvc_executor_read_ahead_messages", "gauge"),
-    Metric("jobsvc_executor_jobs_stolen", "counter"),
+    Metric("jobsvc_executor_clock_offset_seconds", "gauge", ("shard",)),
     Metric("jobsvc_executor_shard_failing_seconds", "gauge", ("shard",)),
 )
 # Defined once (jobsvc.messaging.dead_letter), exported by schedulers and executors alike:

@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from tests.e2e.jobs_topic import JobsTopic
 
 JOBS_PARTITIONS = 4
-EXPRESS_PARTITIONS = 2  # one per executor of the usual two
 # Fast failure timings for tests; production defaults are in jobsvc/settings.py.
 FAST_TIMINGS = FAST_FAILURE_TIMINGS
 
@@ -71,7 +70,6 @@ def messaging() -> Messaging:
             jobs_topic=result.jobs_topic,
             dead_letter_topic=result.dead_letter_topic,
             partitions=JOBS_PARTITIONS,
-            express_partitions=EXPRESS_PARTITIONS,
         ),
     )
     return result
@@ -142,6 +140,5 @@ def create_topics(broker: KafkaBroker, messaging: Messaging) -> None:
             jobs_topic=messaging.jobs_topic,
             dead_letter_topic=messaging.dead_letter_topic,
             partitions=JOBS_PARTITIONS,
-            express_partitions=EXPRESS_PARTITIONS,
         ),
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from django.conf import settings
@@ -95,6 +95,11 @@ class JobsTopic:
         self.offsets.close()
 
 
+# Each job's due time and handler as stored when it was queued here: a message names them
+# (a claim checks them), and tests publish some while the job's shard is offline.
+_DISPATCHED: dict[str, tuple[datetime, str | None]] = {}
+
+
 def queued_job(
     user_id: int,
     url: str,
@@ -122,19 +127,28 @@ def queued_job(
         dispatched_at=now,
         lease_expires_at=now + timedelta(minutes=5),
     )
+    [stored] = all_jobs(pk=job_id)
+    _DISPATCHED[job_id] = (stored.due_at, stored.handler)
     return job_id
 
 
 def message(job_id: str, user_id: int, *, attempt: int, shard_id: int | None = None) -> bytes:
+    """The message a scheduler would publish to start ``attempt`` of the job: with the
+    job's due time and handler as stored (a claim checks them), if the job exists."""
     now = timezone.now()
+    if job_id not in _DISPATCHED:
+        stored = all_jobs(pk=job_id)
+        _DISPATCHED[job_id] = (stored[0].due_at, stored[0].handler) if stored else (now, None)
+    due_at, handler = _DISPATCHED[job_id]
     return JobMessage(
         job_id=job_id,
         shard_id=shard_of(job_id) if shard_id is None else shard_id,
         user_id=user_id,
         attempt=attempt,
         epoch=1,
-        due_at=now,
+        due_at=due_at,
         dispatched_at=now,
+        handler=handler,
     ).encode()
 
 

@@ -23,10 +23,9 @@ from selenium.webdriver.common.by import By
 
 from coordination.cluster import cluster_membership
 from jobsvc.messaging.consumer_group import consumer_group_view
-from jobsvc.messaging.topic_names import express_group_of, express_topic_of
 from jobsvc.sharding.shards import shard_count, shard_ids
 from tests.conftest import DEFAULT_PASSWORD
-from tests.e2e.conftest import EXPRESS_PARTITIONS, JOBS_PARTITIONS
+from tests.e2e.conftest import JOBS_PARTITIONS
 from tests.e2e.jobs import create, spec, status_counts
 from tests.served_api import serving_api
 from tests.waiting import wait_until
@@ -81,18 +80,14 @@ def _every_partition_registered(root: str) -> bool:
 
 
 def _committed(messaging) -> int:
-    """Offsets the executors committed, over the jobs topic and the express topic (a
-    user's first jobs on each shard go there: scheduler_worker.express_lane)."""
-    groups = [
-        consumer_group_view(
-            bootstrap=settings.KAFKA_BOOTSTRAP, group_id=group_id, topic=topic, timeout=2
-        )
-        for group_id, topic in (
-            (messaging.group_id, messaging.jobs_topic),
-            (express_group_of(messaging.group_id), express_topic_of(messaging.jobs_topic)),
-        )
-    ]
-    return sum(partition.committed or 0 for group in groups for partition in group.partitions)
+    """Offsets the executors committed on the jobs topic."""
+    group = consumer_group_view(
+        bootstrap=settings.KAFKA_BOOTSTRAP,
+        group_id=messaging.group_id,
+        topic=messaging.jobs_topic,
+        timeout=2,
+    )
+    return sum(partition.committed or 0 for partition in group.partitions)
 
 
 def test_a_staff_user_sees_every_shard_and_worker(make_user, start_worker, messaging, browser):
@@ -148,10 +143,6 @@ def test_a_staff_user_sees_every_shard_and_worker(make_user, start_worker, messa
             [cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
             for row in browser.find_elements(By.CSS_SELECTOR, "tr.partition")
         ]
-        express = [
-            [cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
-            for row in browser.find_elements(By.CSS_SELECTOR, "tr.express-partition")
-        ]
 
     assert "unavailable" not in page, page
     assert set(schedulers) == set(SCHEDULERS)
@@ -168,9 +159,8 @@ def test_a_staff_user_sees_every_shard_and_worker(make_user, start_worker, messa
         assert cells[5] == "0", f"{name} shows lag {cells[5]} after every job ran"
         assert cells[6] == "ZooKeeper, Kafka", f"{name} is not a member Kafka describes"
     assert len(partitions) == JOBS_PARTITIONS
-    assert len(express) == EXPRESS_PARTITIONS
-    assert all(cells[3] == "0" for cells in partitions + express), partitions + express
-    committed = [cells[1] for cells in partitions + express if cells[1] != "none"]
+    assert all(cells[3] == "0" for cells in partitions), partitions
+    committed = [cells[1] for cells in partitions if cells[1] != "none"]
     assert sum(int(offset) for offset in committed) == JOBS
     assert {cells[4] for cells in partitions} <= set(EXECUTORS), partitions
     assert "0 messages in the dead-letter topic" in page

@@ -196,9 +196,7 @@ def jobs_behind_a_held_message(user_id: int, url: str) -> tuple[int, str, list[s
     return shard, held, others
 
 
-def hold_up_a_partition(
-    start_worker, jobs_topic, user_id: int, held: str, others: list[str], *, work_stealing: bool
-):
+def hold_up_a_partition(start_worker, jobs_topic, user_id: int, held: str, others: list[str]):
     """Publish ``held`` and then ``others`` to one partition (one key), start an executor,
     and wait until it pauses that partition; its shard must be offline. The executor."""
     jobs_topic.publish(*[(held, message(j, user_id, attempt=1)) for j in [held, *others]])
@@ -208,7 +206,6 @@ def hold_up_a_partition(
         env={
             "JOBSVC_EXECUTOR_MAX_UNCOMMITTED_PER_PARTITION": str(MAX_UNCOMMITTED),
             "JOBSVC_EXECUTOR_BATCH_SIZE": str(BATCH_SIZE),
-            "JOBSVC_EXECUTOR_WORK_STEALING": str(work_stealing).lower(),
         },
     )
     wait_until(
@@ -232,18 +229,14 @@ def test_an_executor_stops_reading_a_partition_held_up_by_an_unreachable_shard(
 ):
     """Memory stays bounded: at-least-once forbids committing past the held message, so
     the executor stops reading its partition instead of remembering ever more behind it.
-
-    Work stealing is off here: it would run the jobs behind the held message from the
-    shards (the next test), and this one counts the jobs that ran to tell how far the
-    executor read."""
+    The jobs behind the held message on other shards run meanwhile (counted here to tell
+    how far the executor read), but their offsets wait for it."""
     user = make_user()
     shard, held, others = jobs_behind_a_held_message(user.pk, receiver.url)
 
     with shard_offline(shard):
         # One partition: every other message waits behind the held one.
-        executor = hold_up_a_partition(
-            start_worker, jobs_topic, user.pk, held, others, work_stealing=False
-        )
+        executor = hold_up_a_partition(start_worker, jobs_topic, user.pk, held, others)
         retries = executor.log().count(f"shard {shard}: claim failed")
         wait_until(
             lambda: executor.log().count(f"shard {shard}: claim failed") >= retries + 2,
@@ -257,29 +250,5 @@ def test_an_executor_stops_reading_a_partition_held_up_by_an_unreachable_shard(
         timeout=HANDLED_TIMEOUT,
         what="every job ran once the shard is back",
     )
-    jobs_topic.wait_until_all_handled()
-    assert receiver.count_by_job() == dict.fromkeys([held, *others], 1)
-
-
-def test_jobs_behind_a_held_message_run_from_the_shards_while_the_partition_waits(
-    make_user, start_worker, receiver, jobs_topic
-):
-    """With work stealing, a partition held up by an unreachable shard holds up only that
-    shard's jobs: the executor runs out of the user's jobs it read, finds the rest in the
-    shards it can reach, and runs them, each once; their messages, read once the shard is
-    back, are dropped."""
-    user = make_user()
-    shard, held, others = jobs_behind_a_held_message(user.pk, receiver.url)
-
-    with shard_offline(shard):
-        hold_up_a_partition(start_worker, jobs_topic, user.pk, held, others, work_stealing=True)
-        wait_until(
-            lambda: succeeded_count(others) == len(others),
-            timeout=HANDLED_TIMEOUT,
-            what="the jobs behind the held message ran while its shard was offline",
-        )
-        assert not jobs_topic.all_handled()  # their messages still wait behind it
-
-    wait_until(lambda: status(held) == "succeeded", timeout=HANDLED_TIMEOUT, what="held ran")
     jobs_topic.wait_until_all_handled()
     assert receiver.count_by_job() == dict.fromkeys([held, *others], 1)

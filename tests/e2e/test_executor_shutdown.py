@@ -1,7 +1,7 @@
 """Executors that die or are stopped while jobs run: no job is lost or finished twice.
 
-Timings are the e2e FAST_TIMINGS: a running lease outlives a job's timeout by 1 s, the
-sweeper looks every 0.5 s, and an executor gets 5 s to drain at SIGTERM.
+Timings are the e2e FAST_TIMINGS: a running attempt's lease is 2 s (renewed while it runs),
+the sweeper looks every 0.5 s, and an executor gets 5 s to drain at SIGTERM.
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ from django.conf import settings
 from django.db import connections
 
 from jobsvc.env import env_database_urls
-from jobsvc.messaging.topic_names import express_topic_of
 from jobsvc.sharding.shards import shard_aliases
 from scheduler_worker.queries import LOST_ATTEMPT_ERROR
-from tests.e2e.conftest import EXPRESS_PARTITIONS, FAST_TIMINGS, JOBS_PARTITIONS, Messaging
+from tests.e2e.conftest import FAST_TIMINGS, JOBS_PARTITIONS, Messaging
 from tests.e2e.jobs import all_jobs, create, due_in, spec, status_counts
 from tests.waiting import wait_until
 from tools.bench.processes import WorkerProcess
@@ -45,12 +44,8 @@ def assignment(worker: WorkerProcess, topic: str) -> set[int]:
 
 
 def partition_of(messaging: Messaging, job_id: str, *, timeout: float = 10.0) -> tuple[str, int]:
-    """The topic and partition a scheduler published the job's message to: the jobs
-    topic's, or the express topic's (a user with few jobs in flight)."""
-    topics = {
-        messaging.jobs_topic: JOBS_PARTITIONS,
-        express_topic_of(messaging.jobs_topic): EXPRESS_PARTITIONS,
-    }
+    """The topic and partition a scheduler published the job's message to."""
+    topics = {messaging.jobs_topic: JOBS_PARTITIONS}
     consumer = Consumer(
         {
             "bootstrap.servers": settings.KAFKA_BOOTSTRAP,
@@ -85,19 +80,15 @@ def test_a_job_whose_executor_is_killed_mid_run_runs_again_elsewhere_and_succeed
 ):
     start_worker("scheduler", "scheduler-a")
     executors = [start_worker("executor", name) for name in ("executor-a", "executor-b")]
-    express = express_topic_of(messaging.jobs_topic)
+    topic = messaging.jobs_topic
     wait_until(
-        lambda: all(
+        lambda: (
             all(assignment(e, topic) for e in executors)
             and assignment(executors[0], topic) | assignment(executors[1], topic)
-            == set(range(partitions))
-            for topic, partitions in (
-                (messaging.jobs_topic, JOBS_PARTITIONS),
-                (express, EXPRESS_PARTITIONS),
-            )
+            == set(range(JOBS_PARTITIONS))
         ),
         timeout=RUN_TIMEOUT,
-        what="both executors hold partitions of both topics",
+        what="both executors hold partitions",
     )
     user = make_user()
     # The first delivery stalls past the job's timeout: it cannot succeed before the kill.

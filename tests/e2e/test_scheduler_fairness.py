@@ -1,8 +1,10 @@
 """Weighted fair share end to end: real scheduler and executor processes draining backlogs.
 
-Backlogs are bulk-loaded straight into the shards (COPY), spread evenly over them, so
-each shard's allocator sees the same users; shares are measured from the jobs'
-``dispatched_at``, the database time of the claim that took them.
+Backlogs are bulk-loaded straight into the shards, spread evenly over them, so every shard
+sees the same users; shares are measured from the jobs' ``dispatched_at``, the database
+time of the claim that took them. Each user may have its weighted share of a shard's
+in-flight limit in flight, and the executor starts what it holds in weighted fair order,
+so what is dispatched again follows the weights too.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
-# Small rounds and a small in-flight cap: dispatch is the executor's pace, so the users
-# compete for every slot, as a backlog does in production.
-CONTENDED = ("--batch-size", "20", "--max-in-flight", "40")
+# A small in-flight limit: dispatch is the executor's pace, so the users compete for every
+# slot, as a backlog does in production.
+CONTENDED = ("--max-in-flight", "40")
+UNLIMITED = ("--max-in-flight", "100000000")  # a scheduler alone, publishing all it may
 SHARE_TOLERANCE = 0.05  # absolute, on a share of dispatches (the issue's "within 5%")
 
 
@@ -117,8 +120,8 @@ def test_backlogged_users_with_weights_1_2_4_get_1_2_4_sevenths_of_dispatch(
     )
 
     found = dispatches(users)
-    # Measure while all three users still had due jobs on every shard (each shard shares
-    # its own dispatch slots): up to the first round that drained a user on some shard.
+    # Measure while all three users still had due jobs on every shard: up to the first
+    # round that drained a user on some shard.
     last_round: dict[tuple[int, int], datetime] = {}
     for at, user_id, shard_id in found:
         last_round[user_id, shard_id] = at
@@ -136,13 +139,12 @@ def test_backlogged_users_with_weights_1_2_4_get_1_2_4_sevenths_of_dispatch(
 def test_a_light_users_job_is_dispatched_within_a_second_behind_100000_overdue_jobs(
     make_user, start_worker
 ):
-    # No in-flight cap: the heavy backlog leaves as fast as the scheduler dispatches it
-    # (over 20,000 jobs/s), so the light jobs compete with full rounds every time, and
-    # their wait is the scheduler's alone (with a full cap, the next free slot also
-    # waits for the executor: the test after this one).
+    # No in-flight limit to speak of: the heavy backlog leaves as fast as the scheduler
+    # dispatches it, so the light jobs compete with full rounds every time, and their wait
+    # is the scheduler's alone (the test after this one has the limit full).
     heavy, *light = make_user(), make_user(), make_user(), make_user()
     backlog(heavy.pk, 200_000)
-    start_worker("scheduler", "scheduler-a", args=("--max-in-flight", "0"))
+    start_worker("scheduler", "scheduler-a", args=UNLIMITED)
     wait_until(
         lambda: all(
             Job.objects.using(shard_alias(s)).filter(dispatched_at__isnull=False).exists()
@@ -214,7 +216,7 @@ def test_a_weight_change_moves_the_shares_within_seconds(make_user, start_worker
     users = [steady.pk, raised.pk]
     for user_id in users:
         backlog(user_id, 4000)
-    start_worker("scheduler", "scheduler-a", args=("--batch-size", "10", "--max-in-flight", "20"))
+    start_worker("scheduler", "scheduler-a", args=("--max-in-flight", "20"))
     start_worker("executor", "executor-a")
     wait_until(lambda: len(dispatches(users)) >= 600, timeout=60, what="dispatch under way")
 

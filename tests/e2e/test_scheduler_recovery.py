@@ -11,7 +11,6 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from jobsvc.messaging.consumer_group import topic_message_count
-from jobsvc.messaging.topic_names import express_topic_of
 from tests.e2e.conftest import create_topics
 from tests.e2e.jobs import all_jobs, create, due_in, spec, status_counts
 from tests.waiting import wait_until
@@ -41,7 +40,7 @@ def _publish_without_executors(
     wait_until(
         lambda: _messages(env["JOBSVC_KAFKA_BOOTSTRAP"], jobs_topic) == JOBS,
         timeout=30,
-        what="every job's message is in the jobs topics",
+        what="every job's message is in the jobs topic",
     )
     return ids, scheduler
 
@@ -85,8 +84,7 @@ def test_jobs_whose_messages_are_lost_are_dispatched_again_and_run_once(
     )
     first_dispatch = {job.id: job.dispatched_at for job in all_jobs()}
 
-    for topic in (messaging.jobs_topic, express_topic_of(messaging.jobs_topic)):
-        _delete_topic(broker.bootstrap, topic)  # every message is gone
+    _delete_topic(broker.bootstrap, messaging.jobs_topic)  # every message is gone
     create_topics(broker, messaging)
     start_worker("executor", "executor-a", env=env)
 
@@ -102,8 +100,7 @@ def test_jobs_whose_messages_are_lost_are_dispatched_again_and_run_once(
 
 
 def _messages(bootstrap: str, jobs_topic: str) -> int:
-    topics = (jobs_topic, express_topic_of(jobs_topic))
-    return sum(topic_message_count(bootstrap=bootstrap, topic=t, timeout=5) for t in topics)
+    return topic_message_count(bootstrap=bootstrap, topic=jobs_topic, timeout=5)
 
 
 def _delete_topic(bootstrap: str, topic: str) -> None:

@@ -7,15 +7,12 @@ statement: lease and backoff arithmetic can be checked exactly.
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connections, transaction
-from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from executor_worker.claims import Attempt, ClaimStore, Outcome
+from executor_worker.claims import Attempt, ClaimRequest, ClaimStore, Outcome
 from jobsvc.jobs import store
 from jobsvc.jobs.models import Job
 from jobsvc.jobs.specs import JobSpec
@@ -26,13 +23,13 @@ pytestmark = pytest.mark.django_db(databases="__all__")
 
 SHARD = 1
 ALIAS = shard_alias(SHARD)
-GRACE = 7.0  # seconds of lease beyond a job's timeout
+LEASE = 7.0  # seconds a running attempt holds its job before its executor renews it
 TIMEOUT = 12.5  # seconds, each job's timeout_seconds
 
 
 @pytest.fixture
 def claims() -> ClaimStore:
-    return ClaimStore(shard_id=SHARD, lease_grace_seconds=GRACE)
+    return ClaimStore(shard_id=SHARD, lease_seconds=LEASE)
 
 
 def _job(
@@ -69,8 +66,21 @@ def _stored(job_id: str) -> Job:
     return Job.objects.using(ALIAS).get(pk=job_id)
 
 
+def _req(job_id: str, attempt: int = 1, **changed) -> ClaimRequest:
+    """The request a message of ``job_id`` makes: the job's user and due time as stored,
+    unless ``changed`` says otherwise."""
+    job = Job.objects.using(ALIAS).filter(pk=job_id).first()
+    request = ClaimRequest(
+        job_id=job_id,
+        attempt=attempt,
+        user_id=job.user_id if job else 42,
+        due_at=job.due_at if job else timezone.now(),
+    )
+    return request._replace(**changed)
+
+
 def _claim_one(claims: ClaimStore, job_id: str, attempt: int = 1) -> Attempt:
-    [claimed] = claims.claim([(job_id, attempt)])
+    [claimed] = claims.claim([_req(job_id, attempt)])
     return claimed
 
 
@@ -80,7 +90,7 @@ def _claim_one(claims: ClaimStore, job_id: str, attempt: int = 1) -> Attempt:
 def test_claiming_a_queued_job_starts_its_first_attempt(claims):
     job_id = _job(params={}, attempt_errors=[])
 
-    [attempt] = claims.claim([(job_id, 1)])
+    [attempt] = claims.claim([_req(job_id, 1)])
 
     assert (attempt.job_id, attempt.attempt, attempt.shard_id) == (job_id, 1, SHARD)
     assert (attempt.user_id, attempt.message, attempt.handler) == (42, "claim me", "default")
@@ -88,7 +98,7 @@ def test_claiming_a_queued_job_starts_its_first_attempt(claims):
     job = _stored(job_id)
     assert (job.status, job.attempts) == ("running", 1)
     assert job.started_at is not None
-    assert job.lease_expires_at - job.started_at == timedelta(seconds=TIMEOUT + GRACE)
+    assert job.lease_expires_at - job.started_at == timedelta(seconds=LEASE)
 
 
 def test_a_claimed_attempt_carries_the_jobs_parameters_and_earlier_errors_decoded(claims):
@@ -111,14 +121,14 @@ def test_a_duplicate_message_cannot_claim_the_attempt_again(claims):
     job_id = _job()
     _claim_one(claims, job_id)
 
-    assert claims.claim([(job_id, 1)]) == []
+    assert claims.claim([_req(job_id, 1)]) == []
     assert _stored(job_id).attempts == 1
 
 
 def test_the_same_attempt_twice_in_one_batch_is_claimed_once(claims):
     job_id = _job()
 
-    claimed = claims.claim([(job_id, 1), (job_id, 1)])
+    claimed = claims.claim([_req(job_id, 1), _req(job_id, 1)])
 
     assert [a.job_id for a in claimed] == [job_id]
     assert _stored(job_id).attempts == 1
@@ -134,7 +144,7 @@ def test_an_attempt_that_does_not_follow_the_jobs_attempts_is_not_claimed(
 ):
     job_id = _job(status="scheduled", attempts=attempts)
 
-    assert claims.claim([(job_id, message_attempt)]) == []
+    assert claims.claim([_req(job_id, message_attempt)]) == []
     job = _stored(job_id)
     assert (job.status, job.attempts) == ("scheduled", attempts)
 
@@ -143,7 +153,7 @@ def test_an_attempt_that_does_not_follow_the_jobs_attempts_is_not_claimed(
 def test_a_job_that_is_not_waiting_to_run_is_not_claimed(claims, status):
     job_id = _job(status=status)
 
-    assert claims.claim([(job_id, 1)]) == []
+    assert claims.claim([_req(job_id, 1)]) == []
     job = _stored(job_id)
     assert (job.status, job.attempts, job.started_at) == (status, 0, None)
 
@@ -153,7 +163,7 @@ def test_a_scheduled_job_is_claimed_once_due_but_not_before(claims):
     due = _job(status="scheduled", due_in=-1)
     not_due = _job(status="scheduled", due_in=3600)
 
-    claimed = claims.claim([(due, 1), (not_due, 1)])
+    claimed = claims.claim([_req(due, 1), _req(not_due, 1)])
 
     assert [a.job_id for a in claimed] == [due]
     assert _stored(not_due).status == "scheduled"
@@ -165,34 +175,72 @@ def test_one_claim_starts_the_startable_jobs_and_drops_the_rest(claims):
     stale = _job(status="queued", attempts=1)
     unknown = new_job_id(shard_id=SHARD)
 
-    claimed = claims.claim([(j, 1) for j in [*startable, cancelled, stale, unknown]])
+    claimed = claims.claim([_req(j, 1) for j in [*startable, cancelled, stale, unknown]])
 
     assert sorted(a.job_id for a in claimed) == sorted(startable)
     assert _stored(cancelled).status == "cancelled"
     assert (_stored(stale).status, _stored(stale).attempts) == ("queued", 1)
 
 
-def test_the_startable_attempts_are_those_a_claim_would_start_and_none_is_started(claims):
-    startable = [_job(), _job(status="scheduled", due_in=-1)]
-    started_elsewhere = _job()
-    claims.claim([(started_elsewhere, 1)])
+def test_a_queued_job_is_not_claimed_before_its_due_time_by_the_databases_clock(claims):
+    """Schedulers publish up to a second ahead; an executor whose clock runs ahead would
+    try early. The claim refuses, and says when the job is due."""
+    early = _job(status="queued", due_in=3600)
+
+    assert claims.claim([_req(early)]) == []
+    assert claims.claim_succeeded([_req(early)], handlers=["default"]) == []
+    due = _stored(early).due_at.timestamp()
+    assert claims.not_yet_due([_req(early)]) == {(early, 1): pytest.approx(due)}
+    assert (_stored(early).status, _stored(early).attempts) == ("queued", 0)
+
+
+def test_only_attempts_that_would_start_once_due_are_not_yet_due(claims):
+    early = _job(due_in=3600)
     others = [
-        _job(status="cancelled"),
-        _job(status="queued", attempts=1),  # the message is of an earlier attempt
-        _job(status="scheduled", due_in=3600),
+        _job(),  # due: claimable now
+        _job(status="cancelled", due_in=3600),
+        _job(status="queued", attempts=1, due_in=3600),  # the message's attempt ran
         new_job_id(shard_id=SHARD),
     ]
-    named = [(job_id, 1) for job_id in [*startable, started_elsewhere, *others]]
+    named = [_req(job_id) for job_id in [early, *others]]
+    assert set(claims.not_yet_due(named)) == {(early, 1)}
 
-    assert claims.startable(named) == {(job_id, 1) for job_id in startable}
-    assert {_stored(job_id).status for job_id in startable} == {"queued", "scheduled"}
-    assert sorted(a.job_id for a in claims.claim(named)) == sorted(startable)
+
+@pytest.mark.parametrize(
+    "changed",
+    [{"user_id": 43}, {"due_at": timezone.now() - timedelta(hours=2)}],
+    ids=["another-user", "another-due-time"],
+)
+def test_a_message_that_does_not_match_the_jobs_row_claims_nothing(claims, changed):
+    """Executors trust nothing in a message but the job and attempt it names: its user
+    and due time must be the row's too (a forged or stale message starts nothing)."""
+    job_id = _job()
+
+    assert claims.claim([_req(job_id, **changed)]) == []
+    assert claims.claim_succeeded([_req(job_id, **changed)], handlers=["default"]) == []
+    assert (_stored(job_id).status, _stored(job_id).attempts) == ("queued", 0)
+
+
+def test_renewing_extends_the_lease_of_attempts_still_running_here(claims):
+    running = _job()
+    _claim_one(claims, running)
+    given_up = _job()
+    _claim_one(claims, given_up)
+    Job.objects.using(ALIAS).filter(pk=given_up).update(status="scheduled")  # the sweeper
+    Job.objects.using(ALIAS).filter(pk=running).update(lease_expires_at=timezone.now())
+
+    assert claims.renew([(running, 1), (given_up, 1), (running, 2)]) == 1
+
+    job = _stored(running)
+    assert job.lease_expires_at - job.started_at == timedelta(seconds=LEASE)
+    assert _stored(given_up).status == "scheduled"
 
 
 def test_claiming_nothing_asks_nothing(claims, django_assert_num_queries):
     with django_assert_num_queries(0, using=ALIAS):
         assert claims.claim([]) == []
-        assert claims.startable([]) == set()
+        assert claims.not_yet_due([]) == {}
+        assert claims.renew([]) == 0
 
 
 # --- record -------------------------------------------------------------------------
@@ -239,6 +287,17 @@ def test_the_retried_job_can_claim_its_next_attempt_when_due(claims):
     assert [e["error"] for e in second.attempt_errors] == ["boom"]
 
 
+def test_attempt_errors_keep_the_last_entries_only(claims):
+    many = [{"attempt": n, "error": f"e{n}", "at": "2030-01-01T00:00:00Z"} for n in range(1, 26)]
+    job_id = _job(status="scheduled", attempts=25, max_attempts=30, attempt_errors=many)
+    attempt = _claim_one(claims, job_id, attempt=26)
+
+    claims.record([Outcome(attempt=attempt, succeeded=False, error="e26", retry_delay=1.0)])
+
+    errors = [entry["error"] for entry in _stored(job_id).attempt_errors]
+    assert errors == [f"e{n}" for n in range(2, 27)]  # MAX_ATTEMPT_ERRORS, the newest
+
+
 def test_a_final_failure_fails_the_job_and_keeps_every_error(claims):
     earlier = [{"attempt": 1, "error": "first", "at": "2030-01-01T00:00:00Z"}]
     job_id = _job(status="scheduled", attempts=1, max_attempts=2, attempt_errors=earlier)
@@ -258,7 +317,7 @@ def test_a_final_failure_fails_the_job_and_keeps_every_error(claims):
 
 def test_one_record_call_writes_every_kind_of_outcome(claims):
     ok, retry, fail = _job(), _job(), _job()
-    attempts = {a.job_id: a for a in claims.claim([(ok, 1), (retry, 1), (fail, 1)])}
+    attempts = {a.job_id: a for a in claims.claim([_req(ok, 1), _req(retry, 1), _req(fail, 1)])}
 
     claims.record(
         [
@@ -322,7 +381,7 @@ def test_claim_succeeded_starts_and_finishes_only_jobs_of_the_given_handlers(cla
     inline = _job()
     other = _job(handler="http", params={"url": "https://hooks.example.com/x"})
 
-    [done] = claims.claim_succeeded([(inline, 1), (other, 1)], handlers=["default"])
+    [done] = claims.claim_succeeded([_req(inline, 1), _req(other, 1)], handlers=["default"])
 
     assert (done.job_id, done.attempt, done.handler) == (inline, 1, "default")
     finished = _stored(inline)
@@ -330,7 +389,7 @@ def test_claim_succeeded_starts_and_finishes_only_jobs_of_the_given_handlers(cla
     assert finished.started_at == finished.finished_at is not None
     assert finished.lease_expires_at is None
     assert (_stored(other).status, _stored(other).attempts) == ("queued", 0)
-    assert [a.job_id for a in claims.claim([(inline, 1), (other, 1)])] == [other]
+    assert [a.job_id for a in claims.claim([_req(inline, 1), _req(other, 1)])] == [other]
 
 
 @pytest.mark.parametrize(
@@ -343,131 +402,26 @@ def test_claim_succeeded_checks_status_and_attempt_like_claim(
 ):
     job_id = _job(status=status, attempts=attempts)
 
-    assert claims.claim_succeeded([(job_id, message_attempt)], handlers=["default"]) == []
+    assert claims.claim_succeeded([_req(job_id, message_attempt)], handlers=["default"]) == []
     assert (_stored(job_id).status, _stored(job_id).attempts) == (status, attempts)
 
 
 def test_claim_succeeded_without_inline_handlers_asks_nothing(claims, django_assert_num_queries):
-    job_id = _job()
+    request = _req(_job())
 
     with django_assert_num_queries(0, using=ALIAS):
-        assert claims.claim_succeeded([(job_id, 1)], handlers=[]) == []
+        assert claims.claim_succeeded([request], handlers=[]) == []
 
 
 def test_a_reopened_attempt_is_running_and_takes_its_outcome_like_a_claimed_one(claims):
     job_id = _job()
-    [attempt] = claims.claim_succeeded([(job_id, 1)], handlers=["default"])
+    [attempt] = claims.claim_succeeded([_req(job_id, 1)], handlers=["default"])
 
     claims.reopen([attempt])
 
     running = _stored(job_id)
     assert (running.status, running.attempts, running.finished_at) == ("running", 1, None)
-    assert running.lease_expires_at - running.started_at == timedelta(seconds=TIMEOUT + GRACE)
+    assert running.lease_expires_at - running.started_at == timedelta(seconds=LEASE)
     claims.record([Outcome(attempt=attempt, succeeded=False, error="bad", retry_delay=2.0)])
     retried = _stored(job_id)
     assert (retried.status, retried.last_error) == ("scheduled", "bad")
-
-
-# --- work stealing -------------------------------------------------------------------
-
-
-def test_work_stealing_finds_the_newest_half_of_each_users_published_due_unstarted_jobs(claims):
-    jobs = [_job(user_id=42, created_in=-6.0 + i) for i in range(5)]  # oldest first
-    _job(user_id=42, created_in=1.0, due_in=60.0)  # published ahead: not due yet
-    _job(user_id=42, created_in=2.0, status="running", attempts=1)
-    _job(user_id=42, created_in=3.0, status="scheduled")
-    others = [_job(user_id=43, attempts=1, created_in=-2.0 + i) for i in range(2)]
-    _job(user_id=44)  # not asked for
-
-    found = claims.work_to_steal({42: 4.0, 43: 1.0}, per_user=10)
-
-    # Half of five, rounded up; the executor holding their messages keeps the older two.
-    assert sorted((m.job_id, m.attempt, m.user_id, m.weight) for m in found) == sorted(
-        [
-            (jobs[4], 1, 42, 4.0),
-            (jobs[3], 1, 42, 4.0),
-            (jobs[2], 1, 42, 4.0),
-            (others[1], 2, 43, 1.0),
-        ]
-    )
-    assert {(m.shard_id, m.handler) for m in found} == {(SHARD, "default")}
-    assert claims.work_to_steal({42: 4.0}, per_user=1) == [m for m in found if m.job_id == jobs[4]]
-
-
-def test_work_stealing_leaves_out_the_jobs_the_executor_holds_itself(claims):
-    """An executor looks before it runs dry (executor_worker.work_stealing): the jobs it
-    still holds are queued too, and must not come back to it as stolen."""
-    jobs = [_job(user_id=42, created_in=-6.0 + i) for i in range(5)]  # oldest first
-
-    found = claims.work_to_steal({42: 4.0}, per_user=10, held=[jobs[4], jobs[0]])
-
-    # Of the three others, the newer two (half, rounded up).
-    assert sorted(m.job_id for m in found) == sorted([jobs[3], jobs[2]])
-
-
-def test_work_stealing_leaves_out_jobs_published_or_due_only_just_now(claims):
-    """Those are on their way to an executor that keeps up: not waiting in one that does
-    not."""
-    waiting = _job(user_id=42, created_in=-5.0)
-    just_published = _job(user_id=42, created_in=-4.0)
-    just_due = _job(user_id=42, created_in=-3.0)
-    # In the database's time: the query compares with now(), its transaction's start
-    # (Django's Now() is the statement's).
-    jobs = Job.objects.using(ALIAS)
-    jobs.filter(pk=waiting).update(dispatched_at=RawSQL("now() - interval '2 s'", []))
-    jobs.filter(pk=just_published).update(dispatched_at=RawSQL("now()", []))
-    jobs.filter(pk=just_due).update(due_at=RawSQL("now() - interval '0.1 s'", []))
-
-    found = claims.work_to_steal({42: 1.0}, per_user=10, waited=0.5)
-
-    assert [m.job_id for m in found] == [waiting]
-    assert {m.job_id for m in claims.work_to_steal({42: 1.0}, per_user=10)} == {
-        just_due,
-        just_published,
-    }  # the newer two of the three, with no wait asked for
-
-
-def test_a_users_last_queued_job_is_found_too(claims):
-    """Or an executor that holds messages and runs nothing would keep one job a shard."""
-    job_id = _job(user_id=42)
-    assert [m.job_id for m in claims.work_to_steal({42: 1.0}, per_user=10)] == [job_id]
-
-
-def test_a_stolen_job_is_started_once_whichever_executor_claims_it_first(claims):
-    _job(created_in=-1.0)
-    job_id = _job()
-    [stolen] = claims.work_to_steal({42: 1.0}, per_user=10)
-    assert stolen.job_id == job_id
-
-    assert [a.job_id for a in claims.claim([(job_id, 1)], stolen=True)] == [job_id]
-    assert claims.claim([(job_id, 1)]) == []  # the message's copy, claimed second
-    assert claims.claim([(job_id, 1)], stolen=True) == []
-    assert _stored(job_id).attempts == 1
-
-
-@pytest.mark.django_db(databases="__all__", transaction=True)
-def test_a_stolen_job_another_transaction_has_locked_is_dropped_not_waited_for(claims):
-    """The executor holding the job's message may be claiming it at this moment: waiting
-    for it could deadlock the two claims (each holding rows the other wants)."""
-    job_id = _job()
-    locked, release = threading.Event(), threading.Event()
-
-    def hold_the_row() -> None:
-        try:
-            with transaction.atomic(using=ALIAS):
-                Job.objects.using(ALIAS).select_for_update().get(pk=job_id)
-                locked.set()
-                release.wait(timeout=10)  # a claim that waits for it fails the test
-        finally:
-            connections[ALIAS].close()
-
-    holder = threading.Thread(target=hold_the_row)
-    holder.start()
-    try:
-        assert locked.wait(timeout=10)
-        assert claims.claim([(job_id, 1)], stolen=True) == []
-        assert claims.claim_succeeded([(job_id, 1)], handlers=["default"], stolen=True) == []
-    finally:
-        release.set()
-        holder.join()
-    assert [a.job_id for a in claims.claim([(job_id, 1)], stolen=True)] == [job_id]

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import DatabaseError, connections, transaction
 from django.utils import timezone
 
-from executor_worker.claims import Attempt, ClaimStore
+from executor_worker.claims import Attempt, ClaimRequest, ClaimStore
 from jobsvc.jobs import store
 from jobsvc.jobs.models import Job
 from jobsvc.jobs.specs import JobSpec
@@ -51,6 +51,11 @@ def _queued_job() -> str:
     return job_id
 
 
+def _request(job_id: str) -> ClaimRequest:
+    job = Job.objects.using(ALIAS).get(pk=job_id)
+    return ClaimRequest(job_id, 1, job.user_id, job.due_at)
+
+
 def test_the_idle_limit_ends_a_transaction_before_a_frozen_executors_partitions_move():
     assert 0 < settings.DB_IDLE_IN_TRANSACTION_TIMEOUT < CONSUMER_SESSION_SECONDS
 
@@ -63,7 +68,7 @@ def test_an_executor_frozen_inside_its_claim_does_not_keep_another_from_the_jobs
     def frozen_executor() -> None:
         try:
             with transaction.atomic(using=ALIAS):
-                ClaimStore(shard_id=SHARD, lease_grace_seconds=1.0).claim([(job_id, 1)])
+                ClaimStore(shard_id=SHARD, lease_seconds=1.0).claim([_request(job_id)])
                 inside.set()
                 unfreeze.wait()  # the process is stopped here, before its commit
             frozen_outcome.append(None)
@@ -79,7 +84,7 @@ def test_an_executor_frozen_inside_its_claim_does_not_keep_another_from_the_jobs
 
     def next_executor() -> None:
         try:
-            claimed.extend(ClaimStore(shard_id=SHARD, lease_grace_seconds=1.0).claim([(job_id, 1)]))
+            claimed.extend(ClaimStore(shard_id=SHARD, lease_seconds=1.0).claim([_request(job_id)]))
         finally:
             connections.close_all()
 
@@ -111,7 +116,7 @@ def _idle_then_query(claims: ClaimStore, *, idle: float, allow: float | None) ->
 
 
 def test_a_transaction_that_publishes_inside_may_sit_idle_as_long_as_it_allows():
-    claims = ClaimStore(shard_id=SHARD, lease_grace_seconds=1.0)
+    claims = ClaimStore(shard_id=SHARD, lease_seconds=1.0)
     _idle_then_query(claims, idle=1.0, allow=5.0)  # no error: the limit was raised
     try:
         with pytest.raises(DatabaseError):

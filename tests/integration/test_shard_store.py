@@ -700,39 +700,26 @@ def test_an_owner_frozen_while_publishing_dead_letters_does_not_keep_the_next_ow
     assert letters == []
 
 
-def test_oldest_queued_age_is_the_wait_of_the_longest_waiting_published_job(shard):
-    assert shard.oldest_queued_age() is None
-    [older, newer] = _jobs(1, -5, -5, status="queued", lease=VALID)
-    [running] = _jobs(1, -5, status="running", attempts=1, lease=EXPIRED)
-    now = timezone.now()
-    for job_id, waited in ((older, 8), (newer, 2), (running, 30)):
-        Job.objects.using(ALIAS).filter(pk=job_id).update(
-            dispatched_at=now - timedelta(seconds=waited),
-            lease_expires_at=now - timedelta(seconds=waited) + timedelta(seconds=QUEUED_TIMEOUT)
-            if job_id != running
-            else now - timedelta(minutes=1),
-        )
-
-    assert shard.oldest_queued_age() == pytest.approx(8, abs=5)  # not the running job's 30
-
-
-def test_in_flight_by_user_counts_queued_and_running_jobs_and_lists_few(shard):
-    queued = _jobs(1, -1, status="queued", lease=VALID)
-    running = _jobs(1, -1, status="running", attempts=1, lease=VALID)
+def test_in_flight_by_user_counts_queued_and_running_jobs(shard):
+    _jobs(1, -1, status="queued", lease=VALID)
+    _jobs(1, -1, status="running", attempts=1, lease=VALID)
     _jobs(1, -1)  # scheduled: not in flight
     _jobs(1, -1, status="succeeded")
     _jobs(2, -1, -1, -1, status="queued", lease=VALID)
 
-    counted = shard.in_flight_by_user(listed=2)
-    assert counted[1][0] == 2 and sorted(counted[1][1]) == sorted(queued + running)
-    assert counted[2] == (3, [])  # more than listed: counted, not listed
-    assert shard.in_flight_by_user() == {1: (2, []), 2: (3, [])}
+    assert shard.in_flight_by_user() == {1: 2, 2: 3}
 
 
-def test_still_in_flight_is_the_jobs_queued_or_running(shard):
-    [queued] = _jobs(1, -1, status="queued", lease=VALID)
-    [running] = _jobs(1, -1, status="running", attempts=1, lease=VALID)
-    [done] = _jobs(1, -1, status="succeeded")
-    [scheduled] = _jobs(1, -1)
-    ids = [queued, running, done, scheduled, "no-such-job"]
-    assert shard.still_in_flight(ids) == {queued, running}
+def test_a_new_owner_makes_due_again_what_older_owners_claimed_and_no_executor_started(shard):
+    old = shard.acquire_lease(owner="worker-a")
+    [claimed] = _jobs(1, -1)
+    [started] = _jobs(1, -1)
+    shard.claim(epoch=old, quotas={1: 2}, queued_timeout=QUEUED_TIMEOUT)
+    Job.objects.using(ALIAS).filter(pk=started).update(status="running", attempts=1)
+    new = shard.acquire_lease(owner="worker-b")
+
+    assert shard.reset_older_dispatches(epoch=new) == 1
+    assert (_job(claimed).status, _job(claimed).dispatched_at) == ("scheduled", None)
+    assert _job(started).status == "running"
+    with pytest.raises(ShardFenced):
+        shard.reset_older_dispatches(epoch=old)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from datetime import UTC, datetime, timedelta
 
-from executor_worker.claims import Attempt, Outcome
+from executor_worker.claims import Attempt
 from executor_worker.consumer import Received
 from jobsvc.messaging.job_message import JobMessage
 
@@ -40,19 +40,16 @@ def received_job(
     return Received(partition=0, offset=next(_offsets), value=job.encode(), topic=topic)
 
 
-def next_offset() -> int:
-    return next(_offsets)
-
-
-def outcome_of(message: JobMessage, *, succeeded: bool = True) -> Outcome:
+def attempt_of(message: JobMessage, *, timeout: float = 10.0) -> Attempt:
+    """The attempt a claim of ``message`` would start."""
     now = datetime.now(UTC)
-    attempt = Attempt(
+    return Attempt(
         job_id=message.job_id,
         user_id=message.user_id,
         shard_id=message.shard_id,
         attempt=message.attempt,
         max_attempts=3,
-        timeout_seconds=10.0,
+        timeout_seconds=timeout,
         handler=message.handler,
         handler_params={},
         message="",
@@ -61,4 +58,3 @@ def outcome_of(message: JobMessage, *, succeeded: bool = True) -> Outcome:
         created_at=now,
         attempt_errors=[],
     )
-    return Outcome(attempt, succeeded, "" if succeeded else "boom", 1.0 if not succeeded else None)

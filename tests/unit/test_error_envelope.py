@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import psycopg
 import pytest
+from django import db
 from django.http import Http404
 from rest_framework import exceptions as drf
 from rest_framework_simplejwt.exceptions import InvalidToken
@@ -118,3 +120,34 @@ def test_an_unexpected_exception_is_left_to_the_500_handler():
 )
 def test_the_summary_names_where_the_first_problem_is(detail, summary):
     assert _summary(detail) == summary
+
+
+def _django_error(kind, cause: Exception) -> Exception:
+    error = kind(str(cause))
+    error.__cause__ = cause
+    return error
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        psycopg.errors.DiskFull("could not extend file"),  # raised by a COPY, unwrapped
+        _django_error(db.InternalError, psycopg.errors.IdleInTransactionSessionTimeout("idle")),
+        _django_error(db.DatabaseError, psycopg.errors.QueryCanceled("statement timeout")),
+        _django_error(db.DatabaseError, psycopg.errors.AdminShutdown("terminating")),
+        db.OperationalError("connection refused"),
+    ],
+    ids=["disk-full", "idle-timeout", "statement-timeout", "admin-shutdown", "unreachable"],
+)
+def test_a_database_at_fault_is_a_503_not_a_500(exc):
+    status, body = handle(exc)
+    assert status == 503 and body["error"]["code"] == "database_unavailable"
+
+
+def test_a_database_error_the_request_caused_is_still_a_bug():
+    assert (
+        exception_handler(
+            _django_error(db.DataError, psycopg.errors.NumericValueOutOfRange("x")), {}
+        )
+        is None
+    )

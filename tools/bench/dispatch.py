@@ -42,7 +42,6 @@ from jobsvc.messaging.topics import ensure_topics, jobs_topics
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias, shard_ids
 from scheduler_worker import queries
-from scheduler_worker.fair_share import FairShareAllocator
 from scheduler_worker.shard_store import ShardStore
 from tools.bench.api_create import served_api
 from tools.bench.api_jobs import (
@@ -66,6 +65,8 @@ SELECTION_ROUNDS = 15  # measured rounds per backlog size
 SELECTION_LIGHT_USERS = 5  # users with a few due jobs next to the heavy one
 SELECTION_LIGHT_JOBS = 20  # due jobs of each light user
 FAIRNESS_WEIGHTS = (1.0, 2.0, 4.0)
+# The in-flight limit of a scheduler publishing a backlog with no executors: above any.
+UNLIMITED_IN_FLIGHT = 100_000_000
 # The selection queries' parameter: jobs due now (the backlog), none dispatched ahead.
 _DUE_NOW = {"ahead": 0.0}
 
@@ -176,7 +177,6 @@ def _scenario_env(context, name: str, **extra: str) -> dict[str, str]:
             jobs_topic=jobs_topic,
             dead_letter_topic=dead_letter_topic,
             partitions=settings.KAFKA_JOBS_PARTITIONS,
-            express_partitions=settings.KAFKA_EXPRESS_PARTITIONS,
         ),
     )
     return {
@@ -289,7 +289,11 @@ def run_throughput(context) -> dict:
         load_seconds = time.monotonic() - load_started
         env = _scenario_env(context, "throughput")
         with _workers(
-            context, env, schedulers=1, executors=0, scheduler_args=("--max-in-flight", "0")
+            context,
+            env,
+            schedulers=1,
+            executors=0,
+            scheduler_args=("--max-in-flight", str(UNLIMITED_IN_FLIGHT)),
         ) as workers:
             _wait(
                 lambda: not _any("status = 'scheduled'"),
@@ -318,7 +322,7 @@ def run_throughput(context) -> dict:
     result["setup"] = _setup(
         schedulers=1,
         executors=0,
-        extra=f"batch size {settings.SCHEDULER_BATCH_SIZE}, --max-in-flight 0, "
+        extra=f"--max-in-flight {UNLIMITED_IN_FLIGHT:,} (no executors), "
         f"{total:,} overdue jobs of {users} users spread evenly over the shards",
     )
     result["markdown"] = "\n".join(
@@ -395,13 +399,12 @@ def _selection_at(heavy_jobs: int) -> dict:
         _analyze()
         store = ShardStore(alias=alias, shard_id=shard_id)
         epoch = store.acquire_lease(owner="bench-selection")
-        allocator = FairShareAllocator()
         timings = defaultdict(list)
         for _ in range(SELECTION_ROUNDS):
             started = time.perf_counter()
             users = store.due_users()
             selected = time.perf_counter()
-            params = _quota_params(allocator, users)
+            params = _quota_params(users)
             with connections[alias].cursor() as cursor:
                 cursor.execute(queries.PICK_FOR_DISPATCH, {**params, **_DUE_NOW})
                 cursor.fetchall()
@@ -417,7 +420,7 @@ def _selection_at(heavy_jobs: int) -> dict:
             timings["choose"].append(picked - started)
             timings["claim"].append(claimed - picked)
             timings["round"].append(claimed - picked + selected - started)
-        buffers = _explain_round(alias, epoch, allocator)
+        buffers = _explain_round(alias, epoch)
         store.close()
     return {
         "heavy_jobs": heavy_jobs,
@@ -427,23 +430,20 @@ def _selection_at(heavy_jobs: int) -> dict:
     }
 
 
-def _quota_params(allocator: FairShareAllocator, users: list[int]) -> dict:
-    quotas = allocator.allocate(
-        capacity=SELECTION_BATCH,
-        demand=dict.fromkeys(users, SELECTION_BATCH),
-        weights=dict.fromkeys(users, 1.0),
-    )
-    return {"user_ids": list(quotas), "quotas": list(quotas.values())}
+def _quota_params(users: list[int]) -> dict:
+    """A round of ``SELECTION_BATCH`` jobs shared equally among the due users."""
+    quota = max(1, SELECTION_BATCH // max(1, len(users)))
+    return {"user_ids": list(users), "quotas": [quota] * len(users)}
 
 
-def _explain_round(alias: str, epoch: int, allocator: FairShareAllocator) -> dict[str, int]:
+def _explain_round(alias: str, epoch: int) -> dict[str, int]:
     """Shared buffers touched by one more round's queries (its claim rolled back)."""
     buffers = {}
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {queries.DUE_USERS}", _DUE_NOW)
         buffers["due_users"] = _buffers(_plan(cursor.fetchone()[0]))
         cursor.execute(queries.DUE_USERS, _DUE_NOW)
-        params = _quota_params(allocator, [user for (user,) in cursor.fetchall()])
+        params = _quota_params([user for (user,) in cursor.fetchall()])
         cursor.execute(
             f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {queries.PICK_FOR_DISPATCH}",
             {**params, **_DUE_NOW},
@@ -521,7 +521,7 @@ def run_lateness(context, *, schedulers: int = 2, executors: int = 2) -> dict:
         executors=executors,
         extra=f"{total:,} jobs due uniformly at {PEAK_RATE}/s for {seconds} s, created through "
         "the API beforehand in requests of up to 1,000, default "
-        f"settings (batch {settings.SCHEDULER_BATCH_SIZE}, poll "
+        f"settings (poll "
         f"{settings.SCHEDULER_POLL_INTERVAL * 1000:.0f} ms), {users} users",
     )
     lines = [
@@ -603,7 +603,7 @@ def run_fairness(context) -> dict:
         executors=2,
         extra=f"weights {', '.join(f'{w:g}' for w in FAIRNESS_WEIGHTS)}, {per_user:,} "
         f"overdue jobs each spread over the shards, default batch size and in-flight cap "
-        f"({settings.SCHEDULER_BATCH_SIZE}, {settings.SCHEDULER_MAX_IN_FLIGHT_PER_SHARD}/shard)",
+        f"({settings.SCHEDULER_MAX_IN_FLIGHT_PER_SHARD}/shard)",
     )
     result["markdown"] = _fairness_markdown(result, weight_of)
     return result

@@ -132,7 +132,6 @@ def run_once(
             jobs_topic=topic,
             dead_letter_topic=dead_letter,
             partitions=settings.KAFKA_JOBS_PARTITIONS,
-            express_partitions=settings.KAFKA_EXPRESS_PARTITIONS,
         ),
     )
     worker_env = {

@@ -87,7 +87,7 @@ FAST_TIMINGS = {
     "JOBSVC_ZK_SESSION_TIMEOUT_SECONDS": "4",
     "JOBSVC_RETRY_BASE_DELAY_SECONDS": "0.2",
     "JOBSVC_RETRY_MAX_DELAY_SECONDS": "1",
-    "JOBSVC_EXECUTOR_LEASE_GRACE_SECONDS": "1",
+    "JOBSVC_EXECUTOR_LEASE_SECONDS": "2",
     "JOBSVC_EXECUTOR_DRAIN_TIMEOUT_SECONDS": "5",
 }
 
@@ -143,7 +143,6 @@ def _worker_env(base: dict[str, str], suffix: str) -> dict[str, str]:
             jobs_topic=jobs_topic,
             dead_letter_topic=dead_letter,
             partitions=settings.KAFKA_JOBS_PARTITIONS,
-            express_partitions=settings.KAFKA_EXPRESS_PARTITIONS,
         ),
     )
     return {
@@ -464,7 +463,7 @@ def _setup(seconds: int) -> str:
         f"(ZooKeeper session {FAST_TIMINGS['JOBSVC_ZK_SESSION_TIMEOUT_SECONDS']} s, queued "
         f"lease {FAST_TIMINGS['JOBSVC_SCHEDULER_QUEUED_TIMEOUT_SECONDS']} s, sweep "
         f"{FAST_TIMINGS['JOBSVC_SCHEDULER_SWEEP_INTERVAL_SECONDS']} s, executor lease grace "
-        f"{FAST_TIMINGS['JOBSVC_EXECUTOR_LEASE_GRACE_SECONDS']} s; Kafka consumer session "
+        f"{FAST_TIMINGS['JOBSVC_EXECUTOR_LEASE_SECONDS']} s; Kafka consumer session "
         "6 s)"
     )
 

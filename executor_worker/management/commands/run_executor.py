@@ -25,7 +25,6 @@ from jobsvc.logs import WORKER_ID_ENV
 from jobsvc.messaging.producer import BatchProducer
 from jobsvc.messaging.renewing_producer import RenewingProducer
 from jobsvc.messaging.topics import TopicsTooWeak, require_durable_topics
-from jobsvc.thread_switching import set_switch_interval
 from jobsvc.worker_endpoint import serve_worker_endpoint
 
 
@@ -46,7 +45,6 @@ class Command(BaseCommand):
         worker_id = options["worker_id"]
         os.environ[WORKER_ID_ENV] = worker_id  # stamped on every log record
         tune_garbage_collector(settings.GC_YOUNG_THRESHOLD)
-        set_switch_interval(settings.THREAD_SWITCH_INTERVAL)
         try:
             require_durable_topics(bootstrap=settings.KAFKA_BOOTSTRAP)
         except TopicsTooWeak as exc:
@@ -73,7 +71,6 @@ class Command(BaseCommand):
             bootstrap=settings.KAFKA_BOOTSTRAP,
             config=ExecutorConfig(
                 topic=settings.KAFKA_JOBS_TOPIC,
-                express_topic=settings.KAFKA_EXPRESS_TOPIC,
                 dead_letter_topic=settings.KAFKA_DEAD_LETTER_TOPIC,
                 group_id=settings.EXECUTOR_GROUP_ID,
                 batch_size=settings.EXECUTOR_BATCH_SIZE,
@@ -81,9 +78,11 @@ class Command(BaseCommand):
                 max_in_flight=settings.EXECUTOR_MAX_IN_FLIGHT,
                 read_ahead=settings.EXECUTOR_READ_AHEAD,
                 claim_batch=settings.EXECUTOR_CLAIM_BATCH,
-                work_stealing=settings.EXECUTOR_WORK_STEALING,
                 max_uncommitted=settings.EXECUTOR_MAX_UNCOMMITTED_PER_PARTITION,
-                lease_grace_seconds=settings.EXECUTOR_LEASE_GRACE,
+                lease_seconds=settings.EXECUTOR_LEASE_SECONDS,
+                max_clock_offset=settings.EXECUTOR_MAX_CLOCK_OFFSET,
+                step_back_after=settings.EXECUTOR_STEP_BACK_AFTER,
+                step_back_seconds=settings.EXECUTOR_STEP_BACK,
                 drain_timeout=settings.EXECUTOR_DRAIN_TIMEOUT,
                 publish_timeout=settings.EXECUTOR_PUBLISH_TIMEOUT,
                 idle_transaction_limit=settings.DB_IDLE_IN_TRANSACTION_TIMEOUT,
@@ -96,6 +95,7 @@ class Command(BaseCommand):
             ),
             producer=producer,
             on_partitions_changed=registration.partitions_changed,
+            peers=registration,
         )
         registration.start()
         if settings.EXECUTOR_METRICS_PORT:

@@ -14,7 +14,6 @@ from jobsvc.gc_tuning import tune_garbage_collector
 from jobsvc.logs import WORKER_ID_ENV
 from jobsvc.messaging.topics import TopicsTooWeak, require_durable_topics
 from jobsvc.sharding.shards import shard_ids
-from jobsvc.thread_switching import set_switch_interval
 from jobsvc.worker_endpoint import serve_worker_endpoint
 from scheduler_worker.dispatch_config import DispatchConfig
 from scheduler_worker.worker import SchedulerWorker
@@ -31,7 +30,6 @@ class Command(BaseCommand):
             default=os.environ.get("JOBSVC_WORKER_ID") or f"{socket.gethostname()}-{os.getpid()}",
             help="unique name of this worker in ZooKeeper (default: host-pid)",
         )
-        parser.add_argument("--batch-size", type=int, default=settings.SCHEDULER_BATCH_SIZE)
         parser.add_argument(
             "--max-in-flight", type=int, default=settings.SCHEDULER_MAX_IN_FLIGHT_PER_SHARD
         )
@@ -39,7 +37,6 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         os.environ[WORKER_ID_ENV] = options["worker_id"]  # stamped on every log record
         tune_garbage_collector(settings.GC_YOUNG_THRESHOLD)
-        set_switch_interval(settings.THREAD_SWITCH_INTERVAL)
         try:
             require_durable_topics(bootstrap=settings.KAFKA_BOOTSTRAP)
         except TopicsTooWeak as exc:
@@ -54,20 +51,16 @@ class Command(BaseCommand):
             dispatch=DispatchConfig(
                 topic=settings.KAFKA_JOBS_TOPIC,
                 dead_letter_topic=settings.KAFKA_DEAD_LETTER_TOPIC,
-                batch_size=options["batch_size"],
-                round_jobs_per_user=settings.SCHEDULER_ROUND_JOBS_PER_USER,
                 max_in_flight=options["max_in_flight"],
-                target_queue_wait=settings.SCHEDULER_TARGET_QUEUE_WAIT,
                 poll_interval=settings.SCHEDULER_POLL_INTERVAL,
                 queued_timeout=settings.SCHEDULER_QUEUED_TIMEOUT,
                 dispatch_ahead=settings.SCHEDULER_DISPATCH_AHEAD,
-                express_topic=settings.KAFKA_EXPRESS_TOPIC,
-                listen_for_due=settings.SCHEDULER_LISTEN_FOR_DUE,
                 sweep_interval=settings.SCHEDULER_SWEEP_INTERVAL,
                 publish_timeout=settings.SCHEDULER_PUBLISH_TIMEOUT,
             ),
             weight_refresh_seconds=settings.SCHEDULER_WEIGHT_REFRESH,
             unhealthy_after=settings.SCHEDULER_UNHEALTHY_AFTER,
+            step_back_after=settings.SCHEDULER_STEP_BACK_AFTER,
             step_back_seconds=settings.SCHEDULER_STEP_BACK,
         )
         if settings.SCHEDULER_METRICS_PORT:

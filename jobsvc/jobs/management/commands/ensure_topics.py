@@ -1,6 +1,6 @@
-"""Create the Kafka topics: jobs (partitioned for the executor group), its express topic
-(scheduler_worker.express_lane) and dead letters; then check that each one, new or old,
-is as durable as configured (replicas, min.insync.replicas)."""
+"""Create the Kafka topics: jobs (partitioned for the executor group) and dead letters;
+then check that each one, new or old, is as durable as configured (replicas,
+min.insync.replicas)."""
 
 from __future__ import annotations
 

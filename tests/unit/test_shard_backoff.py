@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from executor_worker.retry_gate import RetryGate
+from executor_worker.shard_backoff import ShardBackoff
 from tests.fake_clock import FakeClock
 
 
 def test_a_key_that_never_failed_is_open():
-    assert RetryGate(first_delay=0.1, max_delay=5, clock=FakeClock(100.0)).is_open(3)
+    assert ShardBackoff(first_delay=0.1, max_delay=5, clock=FakeClock(100.0)).is_open(3)
 
 
 def test_a_failed_key_is_closed_for_its_delay_then_open_again():
     clock = FakeClock(100.0)
-    gate = RetryGate(first_delay=0.5, max_delay=5, clock=clock)
+    gate = ShardBackoff(first_delay=0.5, max_delay=5, clock=clock)
 
     assert gate.failed(1) == 0.5
     assert not gate.is_open(1)
@@ -24,14 +24,14 @@ def test_a_failed_key_is_closed_for_its_delay_then_open_again():
 
 
 def test_failures_in_a_row_double_the_delay_up_to_the_cap():
-    gate = RetryGate(first_delay=0.5, max_delay=3, clock=FakeClock(100.0))
+    gate = ShardBackoff(first_delay=0.5, max_delay=3, clock=FakeClock(100.0))
 
     assert [gate.failed("dlq") for _ in range(5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
 
 
 def test_a_success_resets_the_delay():
     clock = FakeClock(100.0)
-    gate = RetryGate(first_delay=0.5, max_delay=5, clock=clock)
+    gate = ShardBackoff(first_delay=0.5, max_delay=5, clock=clock)
     gate.failed(1)
     gate.failed(1)
 
@@ -42,7 +42,7 @@ def test_a_success_resets_the_delay():
 
 
 def test_many_failures_do_not_overflow():
-    gate = RetryGate(first_delay=0.1, max_delay=5, clock=FakeClock(100.0))
+    gate = ShardBackoff(first_delay=0.1, max_delay=5, clock=FakeClock(100.0))
     for _ in range(2000):
         delay = gate.failed(0)
     assert delay == 5
@@ -51,12 +51,12 @@ def test_many_failures_do_not_overflow():
 @pytest.mark.parametrize(("first", "cap"), [(0, 1), (2, 1), (-1, 1)])
 def test_delays_must_be_positive_and_ordered(first, cap):
     with pytest.raises(ValueError):
-        RetryGate(first_delay=first, max_delay=cap)
+        ShardBackoff(first_delay=first, max_delay=cap)
 
 
 def test_failing_for_counts_from_the_first_failure_in_a_row():
     clock = FakeClock(100.0)
-    gate = RetryGate(first_delay=0.5, max_delay=3, clock=clock)
+    gate = ShardBackoff(first_delay=0.5, max_delay=3, clock=clock)
     gate.failed(1)
     clock.now += 4
     gate.failed(1)
@@ -66,3 +66,16 @@ def test_failing_for_counts_from_the_first_failure_in_a_row():
     assert gate.failing_for() == {1: 5.0, 2: 1.0}
     gate.succeeded(1)
     assert gate.failing_for() == {2: 1.0}
+
+
+def test_reached_keys_succeeded_lately_and_have_not_failed_since():
+    clock = FakeClock(100.0)
+    gate = ShardBackoff(first_delay=0.5, max_delay=3, clock=clock)
+    gate.succeeded(1)
+    gate.succeeded(2)
+    gate.failed(2)
+    clock.now += 2.0
+    gate.succeeded(3)
+
+    assert gate.reached(within=3.0) == {1, 3}
+    assert gate.reached(within=1.0) == {3}

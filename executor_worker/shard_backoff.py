@@ -21,7 +21,7 @@ class _Closed:
     since: float  # when the first failure in a row happened
 
 
-class RetryGate:
+class ShardBackoff:
     def __init__(
         self,
         *,
@@ -35,6 +35,7 @@ class RetryGate:
         self.max_delay = max_delay  # seconds closed at most, however many failures
         self._clock = clock
         self._closed: dict[Hashable, _Closed] = {}
+        self._succeeded_at: dict[Hashable, float] = {}
 
     def is_open(self, key: Hashable) -> bool:
         closed = self._closed.get(key)
@@ -52,6 +53,15 @@ class RetryGate:
 
     def succeeded(self, key: Hashable) -> None:
         self._closed.pop(key, None)
+        self._succeeded_at[key] = self._clock()
+
+    def reached(self, within: float) -> set[Hashable]:
+        """The keys that succeeded in the last ``within`` seconds and have not failed
+        since."""
+        since = self._clock() - within
+        return {
+            key for key, at in self._succeeded_at.items() if at >= since and key not in self._closed
+        }
 
     def failing_for(self) -> dict[Hashable, float]:
         """Seconds each key has failed in a row (since its first failure), by key."""

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from executor_worker.backoff import RetryPolicy, retry_delay
+from executor_worker.retry_policy import RetryPolicy, retry_delay
 from jobsvc.handlers.errors import (
     HandlerTimeout,
     InvalidHandlerParams,

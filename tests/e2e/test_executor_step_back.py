@@ -1,0 +1,79 @@
+"""An executor that cannot reach a shard the other executor reaches leaves the consumer
+group, so the other runs that shard's jobs; a shard no executor reaches moves nothing.
+
+Executor A is configured with a wrong address for one shard (a fault local to it: B
+reaches the shard fine). Jobs on that shard are dealt to A's partitions as to B's.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+
+from jobsvc.sharding.shards import shard_ids
+from tests.e2e.jobs import all_jobs, create, due_in, spec
+from tests.waiting import wait_until
+from tools.devstack.ports import free_port
+
+pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+
+STEP_BACK_AFTER = "2"  # seconds a shard fails on an executor before it leaves the group
+JOBS = 40
+
+
+def _cut_off_from(shard: int) -> dict[str, str]:
+    urls = list(settings.SHARD_DB_URLS)
+    urls[shard] = f"postgresql://jobsvc@127.0.0.1:{free_port()}/nowhere"  # nothing listens
+    return {"JOBSVC_SHARD_DB_URLS": ",".join(urls)}
+
+
+def test_an_executor_cut_off_from_a_shard_hands_its_jobs_to_one_that_reaches_it(
+    make_user, start_worker, monkeypatch
+):
+    shard = max(shard_ids())
+    env = {
+        "JOBSVC_EXECUTOR_STEP_BACK_AFTER_SECONDS": STEP_BACK_AFTER,
+        "JOBSVC_EXECUTOR_STEP_BACK_SECONDS": "600",  # stays out for the rest of the test
+    }
+    cut_off = start_worker("executor", "executor-a", env={**env, **_cut_off_from(shard)})
+    start_worker("executor", "executor-b", env=env)
+    start_worker("scheduler", "scheduler-a")
+    monkeypatch.setattr("jobsvc.jobs.services.pick_shard_for_new_jobs", lambda: shard)
+    user = make_user()
+    ids = create(user.pk, [spec(due=due_in(0)) for _ in range(JOBS)])
+
+    wait_until(
+        lambda: all(job.status == "succeeded" for job in all_jobs(pk__in=ids)),
+        timeout=60,
+        what="every job on the shard ran",
+    )
+    assert "leaving the consumer group" in cut_off.log()
+    assert {job.attempts for job in all_jobs(pk__in=ids)} == {1}
+
+
+def test_a_shard_no_executor_reaches_keeps_both_executors_in_the_group(
+    make_user, start_worker, monkeypatch
+):
+    shard = max(shard_ids())
+    env = {"JOBSVC_EXECUTOR_STEP_BACK_AFTER_SECONDS": STEP_BACK_AFTER, **_cut_off_from(shard)}
+    executors = [start_worker("executor", name, env=env) for name in ("executor-a", "executor-b")]
+    start_worker("scheduler", "scheduler-a")
+    other = min(shard_ids())
+    user = make_user()
+    monkeypatch.setattr("jobsvc.jobs.services.pick_shard_for_new_jobs", lambda: shard)
+    stuck = create(user.pk, [spec(due=due_in(0)) for _ in range(JOBS)])
+    monkeypatch.setattr("jobsvc.jobs.services.pick_shard_for_new_jobs", lambda: other)
+    ids = create(user.pk, [spec(due=due_in(0)) for _ in range(JOBS)])
+    wait_until(
+        lambda: all(job.status == "succeeded" for job in all_jobs(pk__in=ids)),
+        timeout=60,
+        what="the reachable shard's jobs ran",
+    )
+    for executor in executors:
+        wait_until(
+            lambda executor=executor: executor.log().count(f"shard {shard}: claim failed") >= 3,
+            timeout=30,
+            what="claims on the cut shard keep failing",
+        )
+        assert "leaving the consumer group" not in executor.log()
+    assert {job.status for job in all_jobs(pk__in=stuck)} == {"queued"}
