@@ -125,6 +125,16 @@ class System:
 
     # --- servers ------------------------------------------------------------------------
 
+    @property
+    def shard_server(self):
+        """The PostgreSQL server holding shards only (2-3), not the control database."""
+        assert self.stack is not None
+        return self.stack.postgres[-1]
+
+    def shards_on(self, server) -> list[int]:
+        assert self.stack is not None
+        return [i for i in range(self.stack.shards) if shard_database(i) in server.databases]
+
     def ensure_topics(self) -> None:
         """Create the topics the workers use, where missing (idempotent)."""
         assert self.stack is not None

@@ -1,0 +1,58 @@
+"""Every fault the campaign knows, in the order of its single pass.
+
+Processes killed and paused, database sessions cut, servers restarted (faults); the
+failover comes apart, last, with standbys. Faults this machine cannot make are left out,
+and `unavailable` says why.
+"""
+
+from __future__ import annotations
+
+from .faults import (
+    Fault,
+    cut_db_sessions,
+    kill,
+    pause,
+    restart_broker,
+    server_down,
+)
+from .system import System
+
+
+def faults_for(system: System, *, scheduler: str, executor: str) -> list[Fault]:
+    """Every fault the stack supports here (not the failover), in campaign order."""
+    assert system.stack is not None
+    control, shards = system.stack.postgres[0], system.shard_server
+    faults = [
+        kill(scheduler),
+        kill(executor),
+        kill("api"),
+        pause(scheduler),
+        pause(executor),
+        pause("api"),
+        cut_db_sessions(frozenset(server.name for server in system.stack.postgres)),
+        server_down(
+            "restart shard db",
+            "fast shutdown and start of the server holding shards 2-3",
+            lambda s: s.shard_server,
+            shards.name,
+        ),
+        server_down(
+            "restart control db",
+            "fast shutdown and start of the server holding the control database and shards 0-1",
+            lambda s: s.stack.postgres[0],
+            control.name,
+        ),
+        server_down(
+            "restart zookeeper",
+            "ZooKeeper stopped and started",
+            lambda s: s.stack.zookeeper,
+            system.stack.zookeeper.name,
+        ),
+        restart_broker(),
+    ]
+    return faults
+
+
+def unavailable(system: System) -> dict[str, str]:
+    """The kinds of fault left out on this machine, and why."""
+    return {}
