@@ -1,12 +1,14 @@
 """Every fault the campaign knows, in the order of its single pass.
 
-Processes killed and paused, database sessions cut, servers restarted (faults); the
-failover comes apart, last, with standbys. Faults this machine cannot make are left out,
-and `unavailable` says why.
+Processes killed and paused, database sessions cut, servers restarted (faults), clocks
+off (clock_skew); the failover comes apart, last, with standbys. Faults this machine
+cannot make (clock skew needs gcc) are left out, and `unavailable` says why.
 """
 
 from __future__ import annotations
 
+from . import clock_skew
+from .clock_skew import skew_faults
 from .faults import (
     Fault,
     cut_db_sessions,
@@ -50,9 +52,14 @@ def faults_for(system: System, *, scheduler: str, executor: str) -> list[Fault]:
         ),
         restart_broker(),
     ]
+    if clock_skew.available() is None:
+        faults += skew_faults(scheduler=scheduler, executor=executor)
     return faults
 
 
 def unavailable(system: System) -> dict[str, str]:
     """The kinds of fault left out on this machine, and why."""
-    return {}
+    why = {}
+    if (reason := clock_skew.available()) is not None:
+        why["clock skew"] = reason
+    return why
