@@ -29,10 +29,10 @@ KAFKA_STAMP := $(VENV)/.kafka-fetched
 # runtime it and Kafka run on), Maven (fetches the Kafka broker), the venv module Debian ships separately from python3, and
 # Prometheus (`make run` starts one; the tests run its `promtool` on the alert rules), and
 # Chromium with its WebDriver (the admin's cluster page is tested in a headless browser).
-# gcc: the fault campaign builds its clock shim with it (its short run is part of
-# `make test`).
+# iptables and gcc: the fault campaign cuts links with the one and builds its clock shim
+# with the other (its short run is part of `make test`).
 APT_PACKAGES := postgresql zookeeper default-jre-headless maven python3-venv prometheus \
-	chromium chromium-driver gcc libc6-dev
+	chromium chromium-driver iptables gcc libc6-dev
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 ARGS ?=
 

@@ -1,8 +1,9 @@
 """Every fault the campaign knows, in the order of its single pass.
 
-Processes killed and paused, database sessions cut, servers restarted (faults), clocks
-off (clock_skew); the failover comes apart, last, with standbys. Faults this machine
-cannot make (clock skew needs gcc) are left out, and `unavailable` says why.
+Processes killed and paused, database sessions cut, servers restarted (faults), links cut
+(partitions), clocks off (clock_skew), a disk full (full_disk); the failover comes apart,
+last, with standbys. Faults this machine cannot make (partitions and the full disk need
+root, clock skew gcc) are left out, and `unavailable` says why.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from .faults import (
     restart_broker,
     server_down,
 )
+from .full_disk import full_disk
+from .partitions import partition_faults
 from .system import System
 
 
@@ -52,14 +55,18 @@ def faults_for(system: System, *, scheduler: str, executor: str) -> list[Fault]:
         ),
         restart_broker(),
     ]
+    if system.unavailable["partition"] is None:
+        faults += partition_faults(system, scheduler=scheduler, executor=executor)
     if clock_skew.available() is None:
         faults += skew_faults(scheduler=scheduler, executor=executor)
+    if system.unavailable["full disk"] is None:
+        faults.append(full_disk(shards.name))
     return faults
 
 
 def unavailable(system: System) -> dict[str, str]:
     """The kinds of fault left out on this machine, and why."""
-    why = {}
+    why = {kind: reason for kind, reason in system.unavailable.items() if reason}
     if (reason := clock_skew.available()) is not None:
         why["clock skew"] = reason
     return why
