@@ -12,6 +12,7 @@ the report says so.
 from __future__ import annotations
 
 import logging
+import time
 
 import psycopg
 
@@ -61,7 +62,14 @@ def _checks(system: System, observers: Observers, injected_at: float) -> list[Ch
         unavailable = Check(unavailable.name, unavailable.ok, f"{len(answers)} tries: {tries}")
     server = system.shard_server
     others = set(range(len(system.shard_urls()))) - set(system.shards_on(server))
-    running = observers.shards.shards_running_since(injected_at)
+    running: set[int] = set()
+
+    def others_ran() -> bool:
+        running.update(observers.shards.shards_running_since(injected_at))
+        return others <= running
+
+    # Until shortly before the heal: a shard's jobs due since the fill take a moment to run.
+    poll_until(others_ran, timeout=max(0.0, injected_at + DISK_FULL_SECONDS - 1 - time.time()))
     went_on = Check(
         f"the shards on other servers ({_listed(others)}) ran jobs while the disk was full",
         others <= running,

@@ -52,8 +52,8 @@ FAST_TIMINGS = {
     "JOBSVC_LOGIN_THROTTLE_RATE": "1000/min",
     "JOBSVC_API_WORKERS": "2",
 }
-# The shard server's tmpfs: ample room for its data and WAL through a campaign (44 MiB
-# were used two minutes into one), little enough to fill in a moment.
+# The shard server's tmpfs: ample room for its data and WAL through a campaign (73 MiB
+# were used near the end of a full one), little enough to fill in a moment.
 SMALL_DISK_MB = 512
 
 
