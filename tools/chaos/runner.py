@@ -73,9 +73,9 @@ def plan(system: System, options: Options, rng: random.Random) -> list[Step]:
             return faults_for(system, scheduler=scheduler, executor=executor)
 
         first = rng.choice(draw())
-        if rng.randrange(PAIR_ODDS) == 0:
-            second = rng.choice([fault for fault in draw() if _may_pair(first, fault)])
-            steps.append(Step((first, second), "mixed"))
+        partners = [fault for fault in draw() if _may_pair(first, fault)]
+        if rng.randrange(PAIR_ODDS) == 0 and partners:
+            steps.append(Step((first, rng.choice(partners)), "mixed"))
         else:
             steps.append(Step((first,), "mixed"))
     if options.replicas:
