@@ -15,7 +15,7 @@ ROWS = (
     " extract(epoch FROM started_at)::float8, extract(epoch FROM finished_at)::float8"
     " FROM jobs"
 )
-PREPARED = "SELECT count(*) FROM pg_prepared_xacts"
+PREPARED = "SELECT count(*) FROM pg_prepared_xacts WHERE database = current_database()"
 # A job started at or after `since` that was due at or after `since`: the shard runs new work.
 STARTED_SINCE = (
     "SELECT 1 FROM jobs WHERE execute_at >= to_timestamp(%(since)s)"
@@ -87,10 +87,10 @@ def user_jobs(system: System, user_id: int) -> dict[str, str]:
 
 
 def prepared_transactions(system: System) -> dict[str, int]:
-    """Per PostgreSQL server, how many prepared transactions wait for their decision."""
-    assert system.stack is not None
+    """Per shard, how many prepared transactions wait for their decision (through the
+    shard's URL: after a failover, its promoted standby)."""
     counts = {}
-    for server in system.stack.postgres:
-        with server.connect() as conn:
-            (counts[server.name],) = conn.execute(PREPARED).fetchone()
+    for shard in range(len(system.shard_urls())):
+        with system.shard_connection(shard) as conn:
+            (counts[f"shard {shard}"],) = conn.execute(PREPARED).fetchone()
     return counts
