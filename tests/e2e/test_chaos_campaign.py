@@ -53,13 +53,13 @@ ANSWERED = [
         marks=pytest.mark.xfail(
             strict=True,
             reason="the API's request waits on its pooled connection to the cut server: no "
-            "answer within 10 s, and the bulk create commits after the heal",
+            "answer within 10 s (6 cuts of 6), and in 5 the bulk create committed after the heal",
         ),
     ),
     pytest.param(
         "fill shard db disk",
         marks=pytest.mark.xfail(
-            strict=False,  # in 2 of 6 fills
+            strict=False,  # in 4 of 8 fills
             reason="a bulk create whose prepared shard runs out of space answers 500: "
             "psycopg's DiskFull from COPY in jobsvc.jobs.spread is not translated",
         ),
