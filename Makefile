@@ -29,8 +29,10 @@ KAFKA_STAMP := $(VENV)/.kafka-fetched
 # runtime it and Kafka run on), Maven (fetches the Kafka broker), the venv module Debian ships separately from python3, and
 # Prometheus (`make run` starts one; the tests run its `promtool` on the alert rules), and
 # Chromium with its WebDriver (the admin's cluster page is tested in a headless browser).
+# iptables and gcc: the fault campaign cuts links with the one and builds its clock shim
+# with the other (its short run is part of `make test`).
 APT_PACKAGES := postgresql zookeeper default-jre-headless maven python3-venv prometheus \
-	chromium chromium-driver
+	chromium chromium-driver iptables gcc libc6-dev
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 ARGS ?=
 
@@ -100,8 +102,10 @@ bench: bootstrap
 	$(PYTHON) -m tools.devstack bench $(ARGS)
 
 # The whole system under a nemesis (tools/chaos): its own stack of real servers, jobs
-# through the API, one fault at a time, then mixed at random with a printed seed; exits 1
-# if a job was lost, run twice for one attempt, or started early. Table in chaos-results/.
+# through the API, every fault once, then mixed at random (one or two at once) with a
+# printed seed; exits 1 if a job was lost, run twice for one attempt, or started early,
+# if a fault's jobs started more than 10 s late, or a check failed. Partitions and the
+# full disk need root. Table in chaos-results/; see docs/chaos.md.
 chaos: bootstrap
 	$(PYTHON) -m tools.chaos $(ARGS)
 

@@ -1,10 +1,17 @@
-"""The fault campaign's short run: one pass of every fault, failover included, on a
-replicated stack of its own (`python -m tools.chaos --short --replicas 1 --burst 200`).
+"""The fault campaign's short run: a few faults of each kind, on a replicated stack of its
+own (`python -m tools.chaos --short --replicas 1 --burst 200 --only ...`; docs/chaos.md).
 
-It starts its own servers because it restarts, kills and promotes them; the test stack of
-`make test` is not touched. What users rely on: no acknowledged job lost, no (job,
-attempt) delivered twice, none started before its `execute_at`, every shard running jobs
-again after every fault, and within 10 s of a standby's promotion.
+It starts its own servers because it restarts, kills, fills and promotes them; the test
+stack of `make test` is not touched. What users rely on, under each fault: no
+acknowledged job lost, no (job, attempt) delivered twice, none started before its
+`execute_at` by the true clock, every job due during the fault started within the bound
+(10 s from its due time under one worker's fault, from the later of due time and heal
+otherwise), every shard running jobs again, and what a client was answered during the
+fault (a bulk create touching an unreachable or full shard: 503, nothing created).
+
+What the product does not hold yet is marked `xfail` with what the campaign saw: strict
+where it failed every time (a pass then fails the test, and the mark goes), not strict
+where it failed in some runs only.
 """
 
 from __future__ import annotations
@@ -12,12 +19,52 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
 
 from tools.bench.processes import REPO
+from tools.chaos import clock_skew, disk, firewall
 
-CAMPAIGN_TIMEOUT = 240  # seconds; the run takes about 2 minutes on 2 shared cores
+CAMPAIGN_TIMEOUT = 360  # seconds; the run takes about 2 minutes on 2 shared cores
 STOP_TIMEOUT = 60  # seconds for a timed-out campaign to stop its stack
 FAILOVER_RECOVERY_BOUND = 10.0  # seconds from the promotion until every shard runs jobs
+NEEDS = firewall.available() or disk.available() or clock_skew.available()
+FAULTS = [
+    "restart shard db",
+    "cut scheduler-0 from zookeeper",
+    "cut api from shard db",
+    pytest.param(
+        "skew executor-0 +3s",
+        marks=pytest.mark.xfail(
+            strict=False,  # early in 3 of 4 executor skews ahead (15-59 jobs, up to 0.97 s)
+            reason="an executor whose clock runs ahead holds published jobs by its own "
+            "clock and starts some of them up to 1 s early",
+        ),
+    ),
+    "fill shard db disk",
+    "failover shard db",
+]
+# What a client is answered while a fault holds (bulk creates touching the faulted shards).
+ANSWERED = [
+    pytest.param(
+        "cut api from shard db",
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="the API's request waits on its pooled connection to the cut server: no "
+            "answer within 10 s (6 cuts of 6), and in 5 the bulk create committed after the heal",
+        ),
+    ),
+    pytest.param(
+        "fill shard db disk",
+        marks=pytest.mark.xfail(
+            strict=False,  # in 4 of 8 fills
+            reason="a bulk create whose prepared shard runs out of space answers 500: "
+            "psycopg's DiskFull from COPY in jobsvc.jobs.spread is not translated",
+        ),
+    ),
+]
 # With a fourth user's 200 jobs due at once every 5 s, both executors hold a backlog, and
 # one that runs out of it takes the jobs the other holds (work stealing), also while that
 # one is paused or killed: no job may be lost or run twice for one attempt that way either.
@@ -25,49 +72,72 @@ CAMPAIGN = [
     *(sys.executable, "-m", "tools.chaos", "--short", "--replicas", "1"),
     *("--rate", "15", "--burst", "200"),
 ]
-EVERY_FAULT = {
-    "kill scheduler-0",
-    "kill executor-0",
-    "kill api",
-    "pause scheduler-0",
-    "pause executor-0",
-    "pause api",
-    "cut db sessions",
-    "restart shard db",
-    "restart control db",
-    "restart zookeeper",
-    "restart broker",
-    "failover shard db",
-}
 
 
-def test_under_every_fault_no_job_is_lost_run_twice_per_attempt_or_early(tmp_path):
-    out = tmp_path / "chaos"
-    log = tmp_path / "chaos.log"
+def fault_names() -> list[str]:
+    return [fault if isinstance(fault, str) else fault.values[0] for fault in FAULTS]
+
+
+@dataclass(frozen=True)
+class Campaign:
+    result: dict
+    report: str
+    faults: dict[str, dict]
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory) -> Campaign:
+    if NEEDS:
+        pytest.skip(NEEDS)
+    tmp_path: Path = tmp_path_factory.mktemp("chaos")
+    out, log = tmp_path / "chaos", tmp_path / "chaos.log"
     with log.open("w") as output:
-        campaign = subprocess.Popen(
-            [*CAMPAIGN, "--out", str(out)],
+        process = subprocess.Popen(
+            [*CAMPAIGN, "--only", ",".join(fault_names()), "--out", str(out)],
             cwd=REPO,
             stdout=output,
             stderr=subprocess.STDOUT,
         )
         try:
-            returncode = campaign.wait(timeout=CAMPAIGN_TIMEOUT)
+            process.wait(timeout=CAMPAIGN_TIMEOUT)
         except subprocess.TimeoutExpired:
-            campaign.terminate()  # SIGTERM: the campaign stops its servers on the way out
-            campaign.wait(timeout=STOP_TIMEOUT)
+            process.terminate()  # SIGTERM: the campaign stops its servers on the way out
+            process.wait(timeout=STOP_TIMEOUT)
             raise
-    text = log.read_text()
-    assert (out / "results.json").exists(), text[-5000:]
+    assert (out / "results.json").exists(), log.read_text()[-5000:]
     result = json.loads((out / "results.json").read_text())
-    report = (out / "report.md").read_text()
-    faults = {fault["fault"]: fault for fault in result["faults"]}
+    return Campaign(
+        result=result,
+        report=(out / "report.md").read_text(),
+        faults={fault["fault"]: fault for fault in result["faults"]},
+    )
 
-    assert set(faults) == EVERY_FAULT, report
-    assert result["total"]["jobs"] > 0, report
-    assert result["total"]["lost"] == 0, report
-    assert result["total"]["duplicate"] == 0, report
-    assert result["total"]["early"] == 0, report
-    assert all(fault["running_again_s"] is not None for fault in faults.values()), report
-    assert faults["failover shard db"]["running_again_s"] <= FAILOVER_RECOVERY_BOUND, report
-    assert returncode == 0, text[-5000:]
+
+def test_every_fault_ran_and_every_shard_ran_jobs_again_after_each(campaign):
+    assert set(campaign.faults) == set(fault_names()), campaign.report
+    assert all(f["running_again_s"] is not None for f in campaign.faults.values()), campaign.report
+    assert campaign.faults["failover shard db"]["running_again_s"] <= FAILOVER_RECOVERY_BOUND
+
+
+def test_before_the_first_fault_nothing_is_lost_run_twice_or_early(campaign):
+    before = campaign.result["before_faults"]
+
+    assert [before["lost"], before["duplicate"], before["early"]] == [0, 0, 0], campaign.report
+    assert campaign.result["checks"] and all(c["ok"] for c in campaign.result["checks"])
+
+
+@pytest.mark.parametrize("name", FAULTS)
+def test_under_the_fault_no_job_is_lost_run_twice_early_or_later_than_the_bound(campaign, name):
+    check = campaign.faults[name]["check"]
+
+    assert check["jobs"] > 0, campaign.report
+    assert [check["lost"], check["duplicate"], check["early"]] == [0, 0, 0], campaign.report
+    assert check["max_late_s"] <= campaign.result["bound_s"], check["examples"]["latest"]
+
+
+@pytest.mark.parametrize("name", ANSWERED)
+def test_a_bulk_create_touching_the_faulted_shards_answers_503_and_creates_nothing(campaign, name):
+    checks = campaign.faults[name]["checks"]
+
+    assert checks, campaign.report
+    assert [c for c in checks if not c["ok"]] == []

@@ -30,7 +30,7 @@ def test_a_job_delivered_once_on_time_counts_as_nothing_but_a_job():
 
     assert total.as_dict() | {"examples": None} == {
         "jobs": 1, "lost": 0, "duplicate": 0, "rerun": 0, "early": 0, "late": 0,
-        "examples": None,
+        "max_late_s": 0.1, "over_bound": 0, "examples": None,
     }  # fmt: skip
 
 
@@ -115,3 +115,77 @@ def test_a_shard_that_never_runs_a_new_job_has_not_recovered():
 
     assert measured["running_again_s"] is None
     assert measured["api_again_s"] is None
+
+
+# --- lateness against the bound --------------------------------------------------------
+
+WORKER_FAULT = FaultEvent(
+    "pause executor-0", "", injected_at=990.0, healed_at=1020.0, takeover=True
+)
+SERVER_FAULT = FaultEvent("restart broker", "", injected_at=990.0, healed_at=1020.0)
+
+
+def started(job_id: str, at: float) -> tuple[list[Created], dict[str, JobRow]]:
+    return [created(job_id, handler="default")], {job_id: row(job_id, started=at)}
+
+
+def test_under_one_workers_fault_lateness_counts_from_the_due_time():
+    jobs, rows = started("j", DUE + 12.0)
+
+    _, _, [during] = classify(jobs, rows, [], [WORKER_FAULT], bound=10.0)
+
+    assert during.max_late == 12.0
+    assert during.over_bound == 1
+
+
+def test_under_a_servers_fault_lateness_counts_from_the_heal_if_that_is_later():
+    jobs, rows = started("j", 1020.0 + 3.0)  # due at 1000, 3 s after the heal at 1020
+
+    _, _, [during] = classify(jobs, rows, [], [SERVER_FAULT], bound=10.0)
+
+    assert during.max_late == 3.0
+    assert during.over_bound == 0
+
+
+def test_a_job_due_after_the_heal_counts_from_its_due_time_under_any_fault():
+    event = FaultEvent("restart broker", "", injected_at=990.0, healed_at=995.0)
+    jobs, rows = started("j", DUE + 11.0)
+
+    _, _, [during] = classify(jobs, rows, [], [event], bound=10.0)
+
+    assert during.max_late == 11.0
+    assert during.over_bound == 1
+
+
+def test_a_compound_faults_bound_starts_at_its_latest_servers_heal():
+    kill = FaultEvent("kill executor-0", "", 990.0, 991.0, takeover=True)
+    restart = FaultEvent("restart shard db", "", 990.0, 1005.0)
+    both = FaultEvent(
+        "kill executor-0 + restart shard db", "", 990.0, 1005.0, parts=(kill, restart)
+    )
+    jobs, rows = started("j", 1005.0 + 4.0)
+
+    _, _, [during] = classify(jobs, rows, [], [both], bound=10.0)
+
+    assert during.max_late == 4.0
+
+
+def test_the_first_start_is_the_one_that_counts_and_the_latest_job_is_named():
+    jobs = [created("a", handler="http"), created("b", handler="default")]
+    rows = {"a": row("a", started=DUE + 9.0, attempts=2), "b": row("b", started=DUE + 2.0)}
+    deliveries = [delivery("a", 1, at=DUE + 1.0), delivery("a", 2, at=DUE + 9.0)]
+
+    _, _, [during] = classify(jobs, rows, deliveries, [WORKER_FAULT], bound=10.0)
+
+    assert during.max_late == 2.0
+    assert during.latest.startswith("b (shard 0)")
+
+
+def test_a_job_that_never_started_is_lost_not_late():
+    never = JobRow("never", "queued", 0, DUE, None, None, shard=0)
+
+    _, _, [during] = classify([created("never", handler="default")], {"never": never}, [],
+                              [WORKER_FAULT])  # fmt: skip
+
+    assert len(during.lost) == 1
+    assert during.max_late is None

@@ -16,7 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 class WorkerProcess:
     """One process (by default ``manage.py run_<kind> --worker-id <name>``) with its own log
     file (``append``: after what an earlier process of that name wrote); signals are sent
-    to it alone."""
+    to it alone. ``group``: the gid it runs with (no supplementary groups), for a firewall
+    rule that matches its packets."""
 
     def __init__(
         self,
@@ -28,6 +29,7 @@ class WorkerProcess:
         args: tuple = (),
         argv: list[str] | None = None,
         append: bool = False,
+        group: int | None = None,
     ) -> None:
         self.kind = kind
         self.name = name
@@ -42,6 +44,7 @@ class WorkerProcess:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            **({} if group is None else {"group": group, "extra_groups": []}),
         )
 
     @property

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from . import report
+from .checker import BOUND_SECONDS
 from .runner import Options, run_campaign
 
 DEFAULT_MIXED = 15  # faults drawn at random after the single pass
@@ -62,6 +63,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="VARIABLE=VALUE",
         help="a worker setting over the fast timings (JOBSVC_SCHEDULER_QUEUED_TIMEOUT_SECONDS=60)",
     )
+    parser.add_argument(
+        "--bound",
+        type=float,
+        default=BOUND_SECONDS,
+        help="seconds a job due during a fault may start late (from its due time under one"
+        " worker's fault, else from the later of due time and heal); more fails the run",
+    )
     parser.add_argument("--out", type=Path, default=Path("chaos-results"))
     parser.add_argument("--keep", action="store_true", help="keep the stack's data and logs")
     args = parser.parse_args(argv)
@@ -82,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         timings=tuple(tuple(item.split("=", 1)) for item in args.timing),
         only=tuple(name.strip() for name in args.only.split(",") if name.strip()),
         burst=args.burst,
+        bound=args.bound,
     )
     result = run_campaign(options)
     command = "python -m tools.chaos " + shlex.join(
@@ -89,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
             *(["--replicas", "1"] if args.replicas else []),
             *(["--short"] if args.short else []),
             *(["--burst", str(args.burst)] if args.burst else []),
+            *(["--bound", f"{args.bound:g}"] if args.bound != BOUND_SECONDS else []),
+            *(["--only", args.only] if args.only else []),
             "--seed",
             str(seed),
         ]

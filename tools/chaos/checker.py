@@ -7,8 +7,17 @@
 - early: started (by its row or by a delivery) before `execute_at`;
 - late: started more than `LATE_SECONDS` after it was due (or acknowledged, if later).
 
+Every time is the true clock's: deliveries are stamped by the receiver (this process), a
+row's `started_at` by its database (`now()`), `execute_at` by the client; a worker whose
+clock is skewed cannot move them.
+
 A job belongs to the last fault injected before it should have started (`execute_at` +
-`ON_TIME_SECONDS`): a job due a moment before a fault is that fault's too. Recovery of a
+`ON_TIME_SECONDS`): a job due a moment before a fault is that fault's too. Its lateness
+is its first start (first delivery, or its row's start, that of its last attempt) less
+the moment the bound starts: the later of its due time and the fault's heal, or its due
+time alone under one worker's fault, which others must take over
+(`FaultEvent.bound_from`). A fault whose latest job is more than the bound (`BOUND_SECONDS`)
+late fails the campaign. Recovery of a
 fault, from its heal: *running again* when every shard has started a job due after the
 heal; *on time again* when the last job of the window that started more than
 `ON_TIME_SECONDS` late had started; *API* when the first create after the heal was
@@ -19,6 +28,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from tools.webhook_receiver import Delivery
 
@@ -26,6 +36,7 @@ from .faults import FaultEvent
 from .history import JobRow
 from .workload import Created
 
+BOUND_SECONDS = 10.0  # a job due during a fault starts within this of the bound's start
 LATE_SECONDS = 30.0  # started this long after due counts as late (reported, not failed)
 ON_TIME_SECONDS = 1.0  # a start this close to due is on time
 CLOCK_SLACK = 0.005  # seconds: the rows' timestamps and this process's clock are one clock,
@@ -40,6 +51,9 @@ class Tally:
     rerun: int = 0
     early: list[str] = field(default_factory=list)
     late: int = 0
+    max_late: float | None = None  # seconds from the bound's start to the latest first start
+    latest: str = ""  # that job
+    over_bound: int = 0  # jobs that started more than the bound late
 
     def as_dict(self) -> dict:
         return {
@@ -49,10 +63,13 @@ class Tally:
             "rerun": self.rerun,
             "early": len(self.early),
             "late": self.late,
+            "max_late_s": None if self.max_late is None else round(self.max_late, 2),
+            "over_bound": self.over_bound,
             "examples": {
                 "lost": self.lost[:5],
                 "duplicate": self.duplicate[:5],
                 "early": self.early[:5],
+                "latest": self.latest,
             },
         }
 
@@ -72,6 +89,8 @@ def classify(
     rows: dict[str, JobRow],
     deliveries: list[Delivery],
     events: list[FaultEvent],
+    *,
+    bound: float = BOUND_SECONDS,
 ) -> tuple[Tally, Tally, list[Tally]]:
     """Every job judged: in total, before the first fault, and per fault (as `events`)."""
     by_job: dict[str, list[Delivery]] = defaultdict(list)
@@ -81,9 +100,39 @@ def classify(
     for job in created:
         index = window_of(events, job.execute_at)
         window = before if index < 0 else per_fault[index]
+        event = events[index] if index >= 0 else None
         for tally in (total, window):
             _judge(job, rows.get(job.job_id), by_job.get(job.job_id, []), tally)
+            _time(job, rows.get(job.job_id), by_job.get(job.job_id, []), tally, event, bound)
     return total, before, per_fault
+
+
+def _time(
+    job: Created,
+    row: JobRow | None,
+    delivered: list[Delivery],
+    tally: Tally,
+    event: FaultEvent | None,
+    bound: float,
+) -> None:
+    """The job's lateness against the bound (a job never started is lost, not late)."""
+    starts = [d.at for d in delivered] + ([row.started_at] if row and row.started_at else [])
+    if not starts:
+        return
+    due = max(job.execute_at, job.acknowledged_at)
+    lateness = min(starts) - (event.bound_from(due) if event is not None else due)
+    if tally.max_late is None or lateness > tally.max_late:
+        tally.max_late = lateness
+        tally.latest = (
+            f"{job.job_id} (shard {job.shard}): due {_clock(due)}, started {_clock(min(starts))}"
+            f", {lateness:.2f}s late"
+        )
+    if lateness > bound:
+        tally.over_bound += 1
+
+
+def _clock(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%H:%M:%S.%f")[:-3]
 
 
 def _judge(job: Created, row: JobRow | None, delivered: list[Delivery], tally: Tally) -> None:

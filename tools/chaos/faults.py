@@ -1,9 +1,18 @@
 """The nemesis: each fault is injected, held for a while, then healed.
 
-`hold` is the fault's length (how long a process stays paused, a server down), part of
-the campaign's schedule, not a wait for anything. A killed app is started again at the
-heal, as `make run`'s process manager does (after 1 s). Heal times are what recovery is
-measured from; for a failover it is the moment the promoted standby accepts writes.
+`hold` is the fault's length (how long a process stays paused, a server down, a link
+cut), part of the campaign's schedule, not a wait for anything. A killed app is started
+again at the heal, as `make run`'s process manager does (after 1 s). Heal times are what
+recovery is measured from; for a failover it is the moment the promoted standby accepts
+writes.
+
+Each fault says what it disturbs (`targets`: app and server names), so that two faults
+run at once (`run_faults`) never act on the same process or server, and how its bound
+counts (`takeover`): a fault of one worker (killed, paused, cut off, its clock off)
+leaves others able to do its work, so every job due during it must start within the
+bound of its due time; any other fault may hold jobs until it ends, so the bound counts
+from the later of the due time and the heal. A fault may also check something while it
+holds (`during`, `during_after` seconds after the injection): what a client is answered.
 """
 
 from __future__ import annotations
@@ -11,12 +20,16 @@ from __future__ import annotations
 import logging
 import signal
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tools.fast_timings import ZK_SESSION_SECONDS
 
 from .system import System
+
+if TYPE_CHECKING:
+    from .probes import Observers
 
 logger = logging.getLogger(__name__)
 
@@ -25,60 +38,165 @@ PAUSE_SECONDS = ZK_SESSION_SECONDS + 2.0  # SIGSTOP past the ZooKeeper session
 
 
 @dataclass(frozen=True)
+class Check:
+    """Something a fault asserts besides the jobs' fates (a client's answer, say)."""
+
+    name: str
+    ok: bool
+    detail: str
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail}
+
+
+@dataclass(frozen=True)
 class Fault:
     name: str
     what: str  # for the report
-    inject: Callable[[System], object]
-    heal: Callable[[System], object]
+    inject: Callable[[System], object]  # returns a detail for the report, or None
+    heal: Callable[[System], object]  # likewise
     hold: float  # seconds between inject and heal
+    targets: frozenset[str] = frozenset()  # apps and servers it acts on
+    takeover: bool = False  # one worker's fault: the bound counts from the due time
+    # (system, observers, injected_at): what the fault checks while it holds
+    during: Callable[[System, Observers, float], list[Check]] | None = None
+    during_after: float = 0.0  # seconds after the injection
 
 
 @dataclass(frozen=True)
 class FaultEvent:
+    """A fault as it happened; a compound's `parts` are its faults, each with its heal."""
+
     fault: str
     detail: str
     injected_at: float  # Unix seconds
     healed_at: float
+    takeover: bool = False
+    parts: tuple[FaultEvent, ...] = ()
+    checks: tuple[Check, ...] = field(default=())
+
+    def bound_from(self, due: float) -> float:
+        """When the bound starts for a job due at `due` (the later of its due time and the
+        heal, or its due time alone for one worker's fault); a compound's latest part."""
+        return max(
+            due if part.takeover else max(due, part.healed_at) for part in self.parts or (self,)
+        )
 
 
-def run_fault(fault: Fault, system: System) -> FaultEvent:
-    logger.info("nemesis: %s (%s)", fault.name, fault.what)
-    injected_at = time.time()
-    detail = fault.inject(system)
-    time.sleep(fault.hold)  # the fault's length: the schedule, not synchronisation
-    fault.heal(system)
-    healed_at = time.time()
-    logger.info("nemesis: %s healed after %.1fs", fault.name, healed_at - injected_at)
-    return FaultEvent(fault.name, str(detail or ""), injected_at, healed_at)
+def run_fault(fault: Fault, system: System, observers: Observers | None = None) -> FaultEvent:
+    return run_faults([fault], system, observers)
 
 
-def _kill(app: str) -> Fault:
+def run_faults(
+    faults: Sequence[Fault], system: System, observers: Observers | None = None
+) -> FaultEvent:
+    """Inject `faults` together, run each one's check during its hold, heal each after its
+    own hold; one fault's event, or a compound's with each fault as a part."""
+    injected: list[tuple[Fault, float, str]] = []
+    for fault in faults:
+        logger.info("nemesis: %s (%s)", fault.name, fault.what)
+        at = time.time()
+        injected.append((fault, at, _text(fault.inject(system))))
+    steps: list[tuple[float, int, str]] = []  # (when, which fault, "check" or "heal")
+    for index, (fault, at, _) in enumerate(injected):
+        if fault.during is not None:
+            steps.append((at + fault.during_after, index, "check"))
+        steps.append((at + fault.hold, index, "heal"))
+    healed: dict[int, tuple[float, str]] = {}
+    checks: dict[int, list[Check]] = {index: [] for index in range(len(injected))}
+    for when, index, step in sorted(steps):
+        time.sleep(max(0.0, when - time.time()))  # the schedule, not synchronisation
+        fault = injected[index][0]
+        if step == "check":
+            assert fault.during is not None and observers is not None
+            checks[index] += fault.during(system, observers, injected[index][1])
+            continue
+        detail = _text(fault.heal(system))
+        healed[index] = (time.time(), detail)
+        logger.info(
+            "nemesis: %s healed after %.1fs", fault.name, healed[index][0] - injected[index][1]
+        )
+    parts = tuple(
+        FaultEvent(
+            fault=fault.name,
+            detail="; ".join(filter(None, (detail, healed[index][1]))),
+            injected_at=at,
+            healed_at=healed[index][0],
+            takeover=fault.takeover,
+            checks=tuple(checks[index]),
+        )
+        for index, (fault, at, detail) in enumerate(injected)
+    )
+    if len(parts) == 1:
+        return parts[0]
+    return FaultEvent(
+        fault=" + ".join(part.fault for part in parts),
+        detail="; ".join(f"{part.fault}: {part.detail}" for part in parts if part.detail),
+        injected_at=min(part.injected_at for part in parts),
+        healed_at=max(part.healed_at for part in parts),
+        parts=parts,
+        checks=tuple(check for part in parts for check in part.checks),
+    )
+
+
+def _text(detail: object) -> str:
+    return "" if detail is None else str(detail)
+
+
+def kill(app: str) -> Fault:
     return Fault(
         name=f"kill {app}",
         what=f"SIGKILL {app}'s process group, started again after {RESTART_DELAY:g} s",
         inject=lambda s: s.signal_app(app, signal.SIGKILL),
         heal=lambda s: s.start_app(app),  # healed: started (the API's boot shows as recovery)
         hold=RESTART_DELAY,
+        targets=frozenset({app}),
+        takeover=app != "api",
     )
 
 
-def _pause(app: str) -> Fault:
+def pause(app: str) -> Fault:
     return Fault(
         name=f"pause {app}",
         what=f"SIGSTOP {app}'s process group for {PAUSE_SECONDS:g} s, then SIGCONT",
         inject=lambda s: s.signal_app(app, signal.SIGSTOP),
         heal=lambda s: s.signal_app(app, signal.SIGCONT),
         hold=PAUSE_SECONDS,
+        targets=frozenset({app}),
+        takeover=app != "api",
     )
 
 
-def _server_down(name: str, what: str, server: Callable[[System], object]) -> Fault:
+def server_down(name: str, what: str, server: Callable[[System], object], target: str) -> Fault:
     return Fault(
         name=name,
         what=what,
         inject=lambda s: server(s).stop(),
         heal=lambda s: server(s).start(),
         hold=RESTART_DELAY,
+        targets=frozenset({target}),
+    )
+
+
+def cut_db_sessions(servers: frozenset[str]) -> Fault:
+    return Fault(
+        name="cut db sessions",
+        what="pg_terminate_backend on every client session of every PostgreSQL server",
+        inject=lambda s: f"{s.cut_every_session()} sessions",
+        heal=lambda s: None,
+        hold=0.0,
+        targets=servers,
+    )
+
+
+def restart_broker() -> Fault:
+    return Fault(
+        name="restart broker",
+        what="Kafka SIGKILLed and started again (it keeps every message)",
+        inject=_kill_broker,
+        heal=_start_broker,
+        hold=RESTART_DELAY,
+        targets=frozenset({"kafka"}),
     )
 
 
@@ -105,47 +223,7 @@ def _promote(system: System) -> None:
     system.stack.standbys_of(system.stack.postgres[-1])[0].promote()
 
 
-def faults_for(system: System, *, scheduler: str, executor: str) -> list[Fault]:
-    """Every fault the stack supports (failover only with standbys), in campaign order."""
-    faults = [
-        _kill(scheduler),
-        _kill(executor),
-        _kill("api"),
-        _pause(scheduler),
-        _pause(executor),
-        _pause("api"),
-        Fault(
-            name="cut db sessions",
-            what="pg_terminate_backend on every client session of every PostgreSQL server",
-            inject=lambda s: f"{s.cut_every_session()} sessions",
-            heal=lambda s: None,
-            hold=0.0,
-        ),
-        _server_down(
-            "restart shard db",
-            "fast shutdown and start of the server holding shards 2-3",
-            lambda s: s.stack.postgres[-1],
-        ),
-        _server_down(
-            "restart control db",
-            "fast shutdown and start of the server holding the control database and shards 0-1",
-            lambda s: s.stack.postgres[0],
-        ),
-        _server_down(
-            "restart zookeeper", "ZooKeeper stopped and started", lambda s: s.stack.zookeeper
-        ),
-        Fault(
-            name="restart broker",
-            what="Kafka SIGKILLed and started again (it keeps every message)",
-            inject=_kill_broker,
-            heal=_start_broker,
-            hold=RESTART_DELAY,
-        ),
-    ]
-    return faults
-
-
-def failover(system: System) -> Fault:
+def failover(server: str) -> Fault:
     """SIGKILL the shard server's primary; its standby is promoted after `RESTART_DELAY`."""
     return Fault(
         name="failover shard db",
@@ -153,4 +231,5 @@ def failover(system: System) -> Fault:
         inject=_kill_primary,
         heal=_promote,
         hold=RESTART_DELAY,
+        targets=frozenset({server}),
     )

@@ -15,6 +15,7 @@ ROWS = (
     " extract(epoch FROM started_at)::float8, extract(epoch FROM finished_at)::float8"
     " FROM jobs"
 )
+PREPARED = "SELECT count(*) FROM pg_prepared_xacts WHERE database = current_database()"
 # A job started at or after `since` that was due at or after `since`: the shard runs new work.
 STARTED_SINCE = (
     "SELECT 1 FROM jobs WHERE execute_at >= to_timestamp(%(since)s)"
@@ -73,3 +74,23 @@ class ShardProbe:
         if conn is not None:
             with contextlib.suppress(psycopg.Error):
                 conn.close()
+
+
+def user_jobs(system: System, user_id: int) -> dict[str, str]:
+    """Every job of one user, on every shard: id -> message."""
+    jobs: dict[str, str] = {}
+    for shard in range(len(system.shard_urls())):
+        with system.shard_connection(shard) as conn:
+            found = conn.execute("SELECT id, message FROM jobs WHERE user_id = %s", (user_id,))
+            jobs.update(dict(found.fetchall()))
+    return jobs
+
+
+def prepared_transactions(system: System) -> dict[str, int]:
+    """Per shard, how many prepared transactions wait for their decision (through the
+    shard's URL: after a failover, its promoted standby)."""
+    counts = {}
+    for shard in range(len(system.shard_urls())):
+        with system.shard_connection(shard) as conn:
+            (counts[f"shard {shard}"],) = conn.execute(PREPARED).fetchone()
+    return counts

@@ -1,9 +1,11 @@
 """The campaign: start the system and the client, run the nemesis's schedule, drain, check.
 
 Schedule: one pass of every fault (victims: the first scheduler and executor), then
-`mixed` faults drawn at random (fault and victim) from a seeded generator, then, with
-standbys, the failover (last, since afterwards the shard server has no standby left).
-After each heal the runner waits until every shard runs jobs again (at most
+`mixed` steps drawn at random from a seeded generator, each a fault (and its victim) or,
+one time in `PAIR_ODDS`, two faults at once (acting on different processes and servers,
+and not two workers of one kind, which would leave none to take their work over), then,
+with standbys, the failover (last, since afterwards the shard server has no standby
+left). After each heal the runner waits until every shard runs jobs again (at most
 `RECOVERY_TIMEOUT`), then lets the system run undisturbed for `SETTLE_SECONDS`.
 """
 
@@ -18,9 +20,11 @@ from pathlib import Path
 
 from tools.webhook_receiver import Delivery, Receiver
 
-from .checker import classify, recovery
-from .faults import Fault, FaultEvent, failover, faults_for, run_fault
-from .history import JobRow, ShardProbe, job_rows
+from .catalogue import faults_for, unavailable
+from .checker import BOUND_SECONDS, classify, recovery
+from .faults import Fault, FaultEvent, failover, run_faults
+from .history import JobRow, ShardProbe, job_rows, prepared_transactions, user_jobs
+from .probes import BulkProbe, Observers, unacknowledged
 from .system import System
 from .workload import Workload
 
@@ -31,6 +35,7 @@ SETTLE_SECONDS = 1.0  # undisturbed running between faults
 DRAIN_TIMEOUT = 90.0  # seconds after the client stops for every job to finish
 POLL_SECONDS = 0.25
 TERMINAL = {"succeeded", "failed", "cancelled"}
+PAIR_ODDS = 3  # one mixed step in this many is two faults at once
 
 
 @dataclass(frozen=True)
@@ -44,19 +49,48 @@ class Options:
     timings: tuple[tuple[str, str], ...] = ()  # settings over the fast timings
     only: tuple[str, ...] = ()  # fault names (prefixes) to keep; empty: all (development runs)
     burst: int = 0  # jobs per bulk request of a fourth user every few seconds (workload)
+    bound: float = BOUND_SECONDS  # seconds a job due during a fault may start late
 
 
-def plan(system: System, options: Options, rng: random.Random) -> list[Fault]:
+@dataclass(frozen=True)
+class Step:
+    """One or two faults run at once, and the phase of the schedule they belong to."""
+
+    faults: tuple[Fault, ...]
+    phase: str  # "single", "mixed" or "failover"
+
+
+def plan(system: System, options: Options, rng: random.Random) -> list[Step]:
     schedulers, executors = system.app_names("scheduler"), system.app_names("executor")
-    faults = faults_for(system, scheduler=schedulers[0], executor=executors[0])
+    steps = [
+        Step((fault,), "single")
+        for fault in faults_for(system, scheduler=schedulers[0], executor=executors[0])
+    ]
     for _ in range(options.mixed):
-        drawn = faults_for(system, scheduler=rng.choice(schedulers), executor=rng.choice(executors))
-        faults.append(rng.choice(drawn))
+
+        def draw() -> list[Fault]:
+            scheduler, executor = rng.choice(schedulers), rng.choice(executors)
+            return faults_for(system, scheduler=scheduler, executor=executor)
+
+        first = rng.choice(draw())
+        partners = [fault for fault in draw() if _may_pair(first, fault)]
+        if rng.randrange(PAIR_ODDS) == 0 and partners:
+            steps.append(Step((first, rng.choice(partners)), "mixed"))
+        else:
+            steps.append(Step((first,), "mixed"))
     if options.replicas:
-        faults.append(failover(system))
+        steps.append(Step((failover(system.shard_server.name),), "failover"))
     if options.only:
-        faults = [f for f in faults if f.name.startswith(options.only)]
-    return faults
+        steps = [s for s in steps if any(f.name.startswith(options.only) for f in s.faults)]
+    return steps
+
+
+def _may_pair(first: Fault, second: Fault) -> bool:
+    """Two faults on different processes and servers, not both on workers of one kind."""
+    if first.targets & second.targets:
+        return False
+    kinds = {target.split("-")[0] for target in first.targets | second.targets}
+    return not (first.takeover and second.takeover and len(kinds) == 1)
 
 
 def run_campaign(options: Options) -> dict:
@@ -68,6 +102,8 @@ def run_campaign(options: Options) -> dict:
     probe = ShardProbe(system)
     try:
         system.start()
+        for kind, reason in unavailable(system).items():
+            logger.warning("left out: %s (%s)", kind, reason)
         workload = Workload(
             api_url=system.api_url,
             receiver_url=receiver.url,
@@ -75,18 +111,32 @@ def run_campaign(options: Options) -> dict:
             seed=options.seed,
             burst=options.burst,
         ).start()
+        observers = Observers(probe=BulkProbe(api_url=system.api_url).start(), shards=probe)
         shards = len(system.shard_urls())
         _wait_running(probe, shards, since=time.time(), workload=workload)
         events: list[FaultEvent] = []
-        for fault in plan(system, options, rng):
-            events.append(run_fault(fault, system))
+        steps = plan(system, options, rng)
+        for step in steps:
+            events.append(run_faults(step.faults, system, observers))
             _wait_running(probe, shards, since=events[-1].healed_at, workload=workload)
             time.sleep(SETTLE_SECONDS)  # the schedule: undisturbed running between faults
         workload.stop()
-        rows = _drain(system, workload)
-        result = _result(events, workload, rows, receiver.deliveries(), shards=shards)
+        created = workload.created + observers.probe.created
+        rows = _drain(system, created)
+        result = _result(
+            events,
+            [step.phase for step in steps],
+            workload,
+            created,
+            rows,
+            receiver.deliveries(),
+            shards=shards,
+            bound=options.bound,
+        )
+        result["checks"] = _final_checks(system, observers.probe, result["faults"])
         return {"seed": options.seed, "replicas": options.replicas, "rate": options.rate,
-                "seconds": round(time.time() - started, 1), **result}  # fmt: skip
+                "seconds": round(time.time() - started, 1), "bound_s": options.bound,
+                "left_out": unavailable(system), **result}  # fmt: skip
     finally:
         if workload is not None:
             workload.stop()
@@ -98,25 +148,31 @@ def run_campaign(options: Options) -> dict:
 
 def _result(
     events: list[FaultEvent],
+    phases: list[str],
     workload: Workload,
+    created: list,
     rows: dict[str, JobRow],
     deliveries: list[Delivery],
     *,
     shards: int,
+    bound: float,
 ) -> dict:
     """Every job classified, in total and per fault, with each fault's recovery."""
-    total, before, per_fault = classify(workload.created, rows, deliveries, events)
+    total, before, per_fault = classify(created, rows, deliveries, events, bound=bound)
     faults = []
     for index, event in enumerate(events):
         next_injected_at = events[index + 1].injected_at if index + 1 < len(events) else None
         faults.append(
             {
                 "fault": event.fault,
+                "phase": phases[index],
                 "detail": event.detail,
                 "injected_at": event.injected_at,
                 "held_s": round(event.healed_at - event.injected_at, 2),
-                **recovery(event, next_injected_at, workload.created, rows, workload.acks, shards),
+                "bound_from": _bound_from(event),
+                **recovery(event, next_injected_at, created, rows, workload.acks, shards),
                 "check": per_fault[index].as_dict(),
+                "checks": [check.as_dict() for check in event.checks],
             }
         )
     return {
@@ -143,9 +199,37 @@ def _wait_running(
     return None
 
 
-def _drain(system: System, workload: Workload) -> dict:
+def _bound_from(event: FaultEvent) -> str:
+    """When the bound starts for the fault's jobs: their due time, or the heal."""
+    return "due" if all(part.takeover for part in event.parts or (event,)) else "heal"
+
+
+def _final_checks(system: System, probe: BulkProbe, faults: list[dict]) -> list[dict]:
+    """After the drain: the jobs of the probe's unacknowledged creates (each request's go to
+    the fault it was sent in, as a check), and any prepared transaction left."""
+    assert probe.user_id is not None
+    created = unacknowledged(user_jobs(system, probe.user_id), probe)
+    for answer in probe.answers:
+        fault = next(f for f in reversed(faults) if f["injected_at"] <= answer.sent_at)
+        count = created.get(answer.number, 0)
+        fault["checks"].append(
+            {"name": f"bulk create {answer.number} made only what it acknowledged",
+             "ok": count == 0,
+             "detail": f"{answer.jobs} acknowledged, {count} more exist"}
+        )  # fmt: skip
+    left = prepared_transactions(system)
+    return [
+        {
+            "name": "no prepared transaction left after the drain",
+            "ok": not any(left.values()),
+            "detail": ", ".join(f"{server}: {count}" for server, count in left.items()),
+        }
+    ]
+
+
+def _drain(system: System, created: list) -> dict:
     """The job rows, once every acknowledged job is finished (or after `DRAIN_TIMEOUT`)."""
-    ids = [job.job_id for job in workload.created]
+    ids = [job.job_id for job in created]
     deadline = time.time() + DRAIN_TIMEOUT
     while True:
         rows = job_rows(system)

@@ -45,6 +45,25 @@ class Created:
     acknowledged_at: float
 
 
+def sign_up(api_url: str, *, label: str) -> tuple[str, int]:
+    """A new user of weight 1 (`chaos-<random>-<label>`): its token and id."""
+    username, password = f"chaos-{uuid.uuid4().hex[:8]}-{label}", secrets.token_urlsafe(18)
+    account = {"username": username, "password": password}
+    client = ApiClient(api_url)  # password hashing: the default, longer timeout
+    try:
+        _must(client.post("/api/v1/users", {**account, "job_weight": 1}))
+        login = _must(client.post("/api/v1/auth/login", account)).body["data"]
+    finally:
+        client.close()
+    return login["token"], login["user"]["id"]
+
+
+def _must(response):
+    if not response.ok:
+        raise RuntimeError(f"API answered {response.status}: {response.body}")
+    return response
+
+
 class Workload:
     def __init__(
         self, *, api_url: str, receiver_url: str, rate: float, seed: int, burst: int = 0
@@ -84,19 +103,7 @@ class Workload:
             self._burst_thread.join(timeout=GIVE_UP_SECONDS + 5)
 
     def _sign_up(self, n: int) -> str:
-        username, password = f"chaos-{uuid.uuid4().hex[:8]}-{n}", secrets.token_urlsafe(18)
-        account = {"username": username, "password": password}
-        client = ApiClient(self._client_url)  # password hashing: the default, longer timeout
-        self._must(client.post("/api/v1/users", {**account, "job_weight": 1}))
-        login = self._must(client.post("/api/v1/auth/login", account))
-        client.close()
-        return login.body["data"]["token"]
-
-    @staticmethod
-    def _must(response):
-        if not response.ok:
-            raise RuntimeError(f"API answered {response.status}: {response.body}")
-        return response
+        return sign_up(self._client_url, label=str(n))[0]
 
     def _run(self, loop: Callable[[], None]) -> None:
         try:

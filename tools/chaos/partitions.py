@@ -1,0 +1,130 @@
+"""Partition faults: one app cut off from one server for `PARTITION_SECONDS`, packets
+dropped both ways (`firewall`), its connections left half-open.
+
+- an executor cut off from the PostgreSQL server of shards 2-3, and a scheduler from the
+  server of shards it owns: the jobs of those shards must be taken over;
+- a scheduler cut off from ZooKeeper for longer than its session: its shards must move;
+- an executor and a scheduler cut off from the broker;
+- the API cut off from the server of shards 2-3: a bulk create touching those shards must
+  answer 503 within `PROBE_TIMEOUT` and create nothing (a check run during the cut).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+
+from coordination.cluster import cluster_membership
+from coordination.errors import CoordinationError
+from tools.devstack.server import Server
+from tools.fast_timings import ZK_SESSION_SECONDS
+
+from .faults import Check, Fault
+from .probes import Observers, answered_unavailable
+from .system import System
+
+logger = logging.getLogger(__name__)
+
+# Longer than every detection the product could use to take the work over (the ZooKeeper
+# session, 4 s here; the Kafka consumer session; TCP keepalives), and longer than the
+# bound, so that work which merely waits for the heal shows as late.
+PARTITION_SECONDS = 15.0
+PROBE_AFTER = 2.0  # seconds into the API's cut before its bulk create
+ZK_ROOT = "/jobsvc"  # the workers' JOBSVC_ZK_ROOT (not set by the campaign)
+OWNERS_TIMEOUT = 3.0  # seconds to read the shard owners from ZooKeeper
+
+
+def cut(
+    app: str,
+    label: str,
+    server: Callable[[System], Server],
+    *,
+    takeover: bool = True,
+    during: Callable[[System, Observers, float], list[Check]] | None = None,
+) -> Fault:
+    """`app` cut off from `server(system)` (named `label` in the report)."""
+
+    def inject(system: System) -> str:
+        target = server(system)
+        system.cut(app, target)
+        return f"cut from {target.name} ({target.address})"
+
+    def heal(system: System) -> None:
+        system.heal_cut(app, server(system))
+
+    return Fault(
+        name=f"cut {app} from {label}",
+        what=f"every packet between {app} and the {label} dropped for {PARTITION_SECONDS:g} s",
+        inject=inject,
+        heal=heal,
+        hold=PARTITION_SECONDS,
+        targets=frozenset({app}),
+        takeover=takeover,
+        during=during,
+        during_after=PROBE_AFTER,
+    )
+
+
+def cut_from_owned_shards(scheduler: str) -> Fault:
+    """The scheduler cut off from the PostgreSQL server of a shard it owns, the shard
+    server's if it owns one there (chosen at the injection, from ZooKeeper; the shard
+    server if it owns none, or if ZooKeeper cannot say)."""
+    chosen: list[Server] = []
+
+    def inject(system: System) -> str:
+        server, owned = _server_of_owned_shard(system, scheduler)
+        chosen.append(server)
+        system.cut(scheduler, server)
+        return f"cut from {server.name} ({server.address}); it owned shards {owned or 'none'}"
+
+    def heal(system: System) -> None:
+        system.heal_cut(scheduler, chosen.pop())
+
+    return dataclasses.replace(
+        cut(scheduler, "its shard db", lambda s: s.shard_server), inject=inject, heal=heal
+    )
+
+
+def _server_of_owned_shard(system: System, scheduler: str) -> tuple[Server, list[int]]:
+    """The server of a shard the scheduler owns (its ZooKeeper member node names its pid),
+    and the shards it owns."""
+    assert system.stack is not None
+    try:
+        cluster = cluster_membership(
+            hosts=system.stack.zookeeper.hosts,
+            root=ZK_ROOT,
+            shard_ids=range(system.stack.shards),
+            timeout=OWNERS_TIMEOUT,
+        )
+    except CoordinationError as exc:
+        logger.warning("could not read the shard owners (%s): cutting from the shard server", exc)
+        return system.shard_server, []
+    pid = system.apps[scheduler].pid
+    ids = {member.worker_id for member in cluster.members if member.pid == pid}
+    owned = sorted(shard for shard, owner in cluster.shard_owners.items() if owner in ids)
+    for server in reversed(system.stack.postgres):  # the shard server first
+        if set(owned) & set(system.shards_on(server)):
+            return server, owned
+    return system.shard_server, owned
+
+
+def _bulk_create_unavailable(system: System, observers: Observers, _: float) -> list[Check]:
+    answer = observers.probe.bulk_create()
+    return [answered_unavailable(answer, what="bulk create over every shard")]
+
+
+def partition_faults(system: System, *, scheduler: str, executor: str) -> list[Fault]:
+    """Every partition fault, in campaign order."""
+    return [
+        cut(executor, "shard db", lambda s: s.shard_server),
+        cut_from_owned_shards(scheduler),
+        cut(scheduler, "zookeeper", lambda s: s.stack.zookeeper),
+        cut(executor, "broker", lambda s: s.stack.kafka),
+        cut(scheduler, "broker", lambda s: s.stack.kafka),
+        cut("api", "shard db", lambda s: s.shard_server, takeover=False,
+            during=_bulk_create_unavailable),
+    ]  # fmt: skip
+
+
+assert PARTITION_SECONDS > ZK_SESSION_SECONDS  # "longer than its session"
