@@ -8,10 +8,6 @@ acknowledged job lost, no (job, attempt) delivered twice, none started before it
 (10 s from its due time under one worker's fault, from the later of due time and heal
 otherwise), every shard running jobs again, and what a client was answered during the
 fault (a bulk create touching an unreachable or full shard: 503, nothing created).
-
-What the product does not hold yet is marked `xfail` with what the campaign saw: strict
-where it failed every time (a pass then fails the test, and the mark goes), not strict
-where it failed in some runs only.
 """
 
 from __future__ import annotations
@@ -35,39 +31,14 @@ FAULTS = [
     "restart shard db",
     "cut scheduler-0 from zookeeper",
     "cut api from shard db",
-    pytest.param(
-        "skew executor-0 +3s",
-        marks=pytest.mark.xfail(
-            strict=False,  # early in 3 of 4 executor skews ahead (15-59 jobs, up to 0.97 s)
-            reason="an executor whose clock runs ahead holds published jobs by its own "
-            "clock and starts some of them up to 1 s early",
-        ),
-    ),
+    "skew executor-0 +3s",
     "fill shard db disk",
     "failover shard db",
 ]
 # What a client is answered while a fault holds (bulk creates touching the faulted shards).
-ANSWERED = [
-    pytest.param(
-        "cut api from shard db",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="the API's request waits on its pooled connection to the cut server: no "
-            "answer within 10 s (6 cuts of 6), and in 5 the bulk create committed after the heal",
-        ),
-    ),
-    pytest.param(
-        "fill shard db disk",
-        marks=pytest.mark.xfail(
-            strict=False,  # in 4 of 8 fills
-            reason="a bulk create whose prepared shard runs out of space answers 500: "
-            "psycopg's DiskFull from COPY in jobsvc.jobs.spread is not translated",
-        ),
-    ),
-]
-# With a fourth user's 200 jobs due at once every 5 s, both executors hold a backlog, and
-# one that runs out of it takes the jobs the other holds (work stealing), also while that
-# one is paused or killed: no job may be lost or run twice for one attempt that way either.
+ANSWERED = ["cut api from shard db", "fill shard db disk"]
+# With a fourth user's 200 jobs due at once every 5 s, both executors hold a backlog, also
+# while one is paused or killed: no job may be lost or run twice for one attempt that way.
 CAMPAIGN = [
     *(sys.executable, "-m", "tools.chaos", "--short", "--replicas", "1"),
     *("--rate", "15", "--burst", "200"),

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         metavar="N",
         help="a fourth user also creates N no-op jobs (at most 1,000) in one request every 5 s,"
-        " all due at once: a backlog both executors hold (work stealing)",
+        " all due at once: a backlog both executors hold",
     )
     parser.add_argument(
         "--only",

@@ -8,8 +8,7 @@ apart. Half the jobs use the `http` handler (to the receiver), half the no-op `d
 
 With ``burst``, a fourth user also creates that many no-op jobs in one bulk request every
 `BURST_EVERY_SECONDS`, all due at one instant `BURST_LEAD_SECONDS` later: a backlog that
-both executors hold, so that one that runs low on it takes the jobs the other holds
-(work stealing), also while that one is paused or killed.
+both executors hold, also while one of them is paused or killed.
 """
 
 from __future__ import annotations
