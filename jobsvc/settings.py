@@ -193,12 +193,15 @@ for _entry in env_list("JOBSVC_EXTRA_HANDLERS"):
     if not _name.strip() or not _path.strip():
         raise ConfigError(f"JOBSVC_EXTRA_HANDLERS: expected name=dotted.path, got {_entry!r}")
     JOB_HANDLERS[_name.strip()] = _path.strip()
-# The http handler signs each request body with this key (X-Jobsvc-Signature).
-HTTP_HANDLER_SECRET = env_str(
-    "JOBSVC_HTTP_HANDLER_SECRET", _DEV_ONLY_KEY + "-http" if DEBUG else None
+# The http handler signs each delivery with the job owner's own secret (Standard Webhooks;
+# jobsvc.accounts.webhook_secrets). After a rotation the previous secret signs too, for
+# this many hours, so receivers can switch without losing deliveries.
+WEBHOOK_SECRET_OVERLAP = timedelta(
+    hours=env_float("JOBSVC_WEBHOOK_SECRET_OVERLAP_HOURS", 24.0, minimum=0.0)
 )
-if HTTP_HANDLER_SECRET in (SECRET_KEY, JWT_SIGNING_KEY):
-    raise ConfigError("JOBSVC_HTTP_HANDLER_SECRET must differ from the other keys")
+# Seconds a process (API, executor) trusts its copy of a user's webhook signing secrets
+# and granted Kafka topics: a rotation, a grant or a withdrawal applies within this.
+USER_HANDLER_CACHE_SECONDS = env_float("JOBSVC_USER_HANDLER_CACHE_SECONDS", 10.0, minimum=0.0)
 # Hosts the http handler may call ("api.example.com" or "*.example.com"); empty: none.
 HTTP_HANDLER_ALLOWED_HOSTS = env_list("JOBSVC_HTTP_HANDLER_ALLOWED_HOSTS")
 # Loopback, private and link-local addresses stay unreachable unless this is on (dev, tests).
@@ -206,6 +209,8 @@ HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES = env_bool(
     "JOBSVC_HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES", False
 )
 HTTP_HANDLER_MAX_TIMEOUT = env_float("JOBSVC_HTTP_HANDLER_MAX_TIMEOUT_SECONDS", 30.0, minimum=0.1)
+# Topics the kafka handler may publish to at all; staff grant each user some of them
+# (User.kafka_topics). A system topic here (jobs, express, dead letters, __*) stops start-up.
 KAFKA_HANDLER_ALLOWED_TOPICS = env_list("JOBSVC_KAFKA_HANDLER_ALLOWED_TOPICS")
 KAFKA_HANDLER_MAX_TIMEOUT = env_float("JOBSVC_KAFKA_HANDLER_MAX_TIMEOUT_SECONDS", 10.0, minimum=0.1)
 

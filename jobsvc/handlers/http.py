@@ -1,20 +1,22 @@
-"""The ``http`` handler: POST the job, signed, to the URL its parameters name.
+"""The ``http`` handler: POST the job, signed with its owner's secret, to the URL it names.
 
 Parameters: ``{"url": "https://hooks.example.com/jobs"}``, and optionally
 ``"method"`` (``POST``, the default, ``PUT`` or ``PATCH``) and ``"headers"`` (up to
 MAX_HEADERS custom headers, ``{"Authorization": "Bearer ..."}``; names are HTTP tokens,
 values printable ASCII without line breaks). The headers the handler sets itself, the
-hop-by-hop ones and any ``X-Jobsvc-*`` are refused (RESERVED_HEADERS). Neither the
-method nor custom headers are covered by the signature, which signs the body. Headers
-are stored with the job and shown to its owner, like the url.
+hop-by-hop ones, any ``webhook-*`` and any ``X-Jobsvc-*`` are refused (RESERVED_HEADERS).
+Neither the method nor custom headers are covered by the signature, which signs the body.
+Header values are write-only: stored with the job to be sent, never shown again
+(``redaction``).
 
 The request: ``<method> <url>`` with a compact UTF-8 JSON body
-``{"job_id", "user_id", "attempt", "message", "params"}``, and the headers
-``Idempotency-Key: <job_id>`` (the same for every attempt of the job, so the receiver can
-drop the duplicates an executor crash, a lost answer or a timeout after the receiver acted
-may cause; ``attempt`` in the body says which attempt it is), ``X-Jobsvc-Timestamp`` and
-``X-Jobsvc-Signature`` (HMAC-SHA256 over ``f"{timestamp}.".encode() + body``; see
-``signing``).
+``{"job_id", "user_id", "attempt", "message", "params"}`` (``params`` without header
+values), and the headers ``Idempotency-Key: <job_id>`` (the same for every attempt of the
+job, so the receiver can drop the duplicates an executor crash, a lost answer or a timeout
+after the receiver acted may cause; ``attempt`` in the body says which attempt it is) and
+the Standard Webhooks headers ``webhook-id``, ``webhook-timestamp`` and
+``webhook-signature``, signed with the job owner's secret(s) (see ``signing``). The
+handler asks ``signing_secrets(user_id)`` for them on every request; the caller caches.
 
 The outcome, by answer:
 
@@ -67,7 +69,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from jobsvc.handlers import http_transport
+from jobsvc.handlers import http_transport, signing
 from jobsvc.handlers.base import JobContext
 from jobsvc.handlers.errors import (
     HandlerConfigError,
@@ -85,10 +87,9 @@ from jobsvc.handlers.http_policy import (
     parse_url,
     resolve_host,
 )
-from jobsvc.handlers.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+from jobsvc.handlers.redaction import public_params
 
 DEFAULT_MAX_TIMEOUT = 30.0  # seconds one request may take, whatever the job's timeout
-MIN_SECRET_BYTES = 32
 METHODS = ("POST", "PUT", "PATCH")
 MAX_HEADERS = 20  # custom headers per job
 MAX_HEADER_VALUE_LENGTH = 2048  # characters
@@ -115,11 +116,14 @@ RESERVED_HEADERS = frozenset(
         "expect",
     }
 )
-_RESERVED_PREFIX = "x-jobsvc-"
+_RESERVED_PREFIXES = ("x-jobsvc-", "webhook-")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
 _HEADER_VALUE = re.compile(r"[\x20-\x7e\t]*")
 
 _USER_AGENT = "jobsvc-executor/1"
+
+# The owner's signing secrets, the newest first (``whsec_...``); raises if none can be had.
+SigningSecrets = Callable[[int], Sequence[str]]
 
 
 class HttpHandler:
@@ -128,7 +132,7 @@ class HttpHandler:
     def __init__(
         self,
         *,
-        secret: str | bytes,
+        signing_secrets: SigningSecrets,
         allowed_hosts: Sequence[str],
         allow_private_addresses: bool = False,
         max_timeout: float = DEFAULT_MAX_TIMEOUT,
@@ -137,9 +141,7 @@ class HttpHandler:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        self._secret = secret.encode() if isinstance(secret, str) else bytes(secret)
-        if len(self._secret) < MIN_SECRET_BYTES:
-            raise HandlerConfigError(f"the signing secret must be >= {MIN_SECRET_BYTES} bytes")
+        self._signing_secrets = signing_secrets
         if not max_timeout > 0:
             raise HandlerConfigError(f"max_timeout must be > 0 seconds, got {max_timeout}")
         self._allowed_hosts = HostAllowList(allowed_hosts)
@@ -190,7 +192,7 @@ class HttpHandler:
                 "user_id": job.user_id,
                 "attempt": job.attempt,
                 "message": job.message,
-                "params": job.params,
+                "params": public_params(job.params),
             },
             separators=(",", ":"),
             ensure_ascii=False,
@@ -214,13 +216,17 @@ class HttpHandler:
         _judge(target, answer)
 
     def _headers(self, job: JobContext, body: bytes) -> dict[str, str]:
-        timestamp = int(self._wall_clock())
+        signed = signing.headers(
+            signing_secrets=self._signing_secrets(job.user_id),
+            msg_id=signing.message_id(job_id=job.job_id, attempt=job.attempt),
+            timestamp=int(self._wall_clock()),
+            body=body,
+        )
         return {
             "Content-Type": "application/json; charset=utf-8",
             "User-Agent": _USER_AGENT,
             "Idempotency-Key": job.idempotency_key,
-            TIMESTAMP_HEADER: str(timestamp),
-            SIGNATURE_HEADER: sign(secret=self._secret, timestamp=timestamp, body=body),
+            **signed,
             "Connection": "close",
         }
 
@@ -273,7 +279,7 @@ def _custom_headers(value: Any) -> dict[str, str]:
         if not _HEADER_NAME.fullmatch(name):
             raise InvalidHandlerParams(f"headers: {name!r} is not a valid header name.")
         lowered = name.lower()
-        if lowered in RESERVED_HEADERS or lowered.startswith(_RESERVED_PREFIX):
+        if lowered in RESERVED_HEADERS or lowered.startswith(_RESERVED_PREFIXES):
             raise InvalidHandlerParams(
                 f"headers: {name} is set by the http handler or by HTTP itself; it cannot be given."
             )

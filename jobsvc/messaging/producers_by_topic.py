@@ -42,9 +42,14 @@ class ProducersByTopic:
         return self._of(topic).partition_count(topic)
 
     def publish(
-        self, topic: str, messages: Sequence[tuple[bytes, bytes]], *, timeout: float
+        self,
+        topic: str,
+        messages: Sequence[tuple[bytes, bytes]],
+        *,
+        timeout: float,
+        headers: Sequence[tuple[str, bytes]] = (),
     ) -> list[int]:
-        return self._of(topic).publish(topic, messages, timeout=timeout)
+        return self._of(topic).publish(topic, messages, timeout=timeout, headers=headers)
 
     def close(self) -> None:
         for producer in (*self._own.values(), self._default):

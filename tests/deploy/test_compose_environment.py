@@ -24,7 +24,7 @@ from tests.deploy.support import (
     settings_env_reads,
 )
 
-SECRET_SETTINGS = ("JOBSVC_SECRET_KEY", "JOBSVC_JWT_SIGNING_KEY", "JOBSVC_HTTP_HANDLER_SECRET")
+SECRET_SETTINGS = ("JOBSVC_SECRET_KEY", "JOBSVC_JWT_SIGNING_KEY")
 
 
 def api_service() -> dict:

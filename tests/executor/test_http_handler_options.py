@@ -3,6 +3,7 @@ a failed answer leaves on the attempt (its status and an excerpt of its body).""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from jobsvc.handlers.errors import InvalidHandlerParams, PermanentError, Retryab
 from jobsvc.handlers.http import MAX_BODY_EXCERPT_BYTES, HttpHandler
 from jobsvc.handlers.signing import verify
 
-SECRET = b"test-secret-of-at-least-32-bytes!!"
+SECRET = "whsec_" + "c2VjcmV0" * 4
 NOW = 1_767_225_600
 
 
@@ -71,7 +72,7 @@ def server() -> Iterator[_Server]:
 @pytest.fixture
 def handler() -> HttpHandler:
     return HttpHandler(
-        secret=SECRET,
+        signing_secrets=lambda user_id: [SECRET],
         allowed_hosts=["127.0.0.1"],
         allow_private_addresses=True,
         wall_clock=lambda: NOW,
@@ -98,13 +99,7 @@ def test_the_job_is_sent_with_the_method_it_names(handler, server, method):
 
     [received] = server.received
     assert received.method == method.upper()
-    assert verify(
-        secret=SECRET,
-        timestamp=received.headers["X-Jobsvc-Timestamp"],
-        signature=received.headers["X-Jobsvc-Signature"],
-        body=received.body,
-        now=NOW,
-    )
+    assert verify(secret=SECRET, headers=received.headers, body=received.body, now=NOW)
 
 
 def test_without_a_method_it_is_post_and_params_stay_as_they_were(handler, server):
@@ -128,6 +123,14 @@ def test_custom_headers_are_sent(handler, server):
     [received] = server.received
     assert received.headers["Authorization"] == "Bearer abc"
     assert received.headers["X-Tenant"] == "blue"
+
+
+def test_header_values_stay_out_of_the_delivered_body(handler, server):
+    run(handler, {"url": url(server), "headers": {"Authorization": "Bearer abc"}})
+
+    [received] = server.received
+    assert b"Bearer abc" not in received.body
+    assert json.loads(received.body)["params"]["headers"] == {"Authorization": "***"}
 
 
 def test_stored_headers_are_what_was_given(handler, server):
@@ -154,6 +157,9 @@ def test_stored_headers_are_what_was_given(handler, server):
         "X-Jobsvc-Signature",
         "x-jobsvc-timestamp",
         "X-Jobsvc-Anything",
+        "webhook-id",
+        "Webhook-Signature",
+        "webhook-timestamp",
         "User-Agent",
     ],
 )

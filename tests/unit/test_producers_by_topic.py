@@ -19,7 +19,7 @@ class Recording:
         self.sent.append((topic, len(messages)))
         on_done([])
 
-    def publish(self, topic, messages, *, timeout) -> list[int]:
+    def publish(self, topic, messages, *, timeout, headers=()) -> list[int]:
         self.sent.append((topic, len(messages)))
         return []
 

@@ -44,14 +44,12 @@ class Secrets:
 
     secret_key: str
     jwt_signing_key: str
-    http_handler_secret: str
 
     @classmethod
     def generate(cls) -> Secrets:
         return cls(
             secret_key=secrets.token_urlsafe(SECRET_BYTES),
             jwt_signing_key=secrets.token_urlsafe(SECRET_BYTES),
-            http_handler_secret=secrets.token_urlsafe(SECRET_BYTES),
         )
 
 
@@ -129,7 +127,8 @@ class StateDir:
                 if missing:  # a state dir from an older version: add the new keys
                     stored.update(missing)
                     _write_atomically(self.secrets_file, json.dumps(stored) + "\n", mode=0o600)
-                return Secrets(**stored)
+                # Keys an older version kept and this one no longer uses are ignored.
+                return Secrets(**{name: stored[name] for name in asdict(Secrets.generate())})
             except (OSError, ValueError, TypeError) as exc:
                 raise LocalStackError(
                     f"{self.secrets_file} is unreadable ({exc}); delete it to get new keys "
