@@ -7,6 +7,7 @@ and is known to Django as the database alias ``shard_i``.
 
 from __future__ import annotations
 
+import ipaddress
 from datetime import timedelta
 from pathlib import Path
 
@@ -36,6 +37,21 @@ if JWT_SIGNING_KEY == SECRET_KEY:
     raise ConfigError("JOBSVC_JWT_SIGNING_KEY must differ from JOBSVC_SECRET_KEY")
 
 ALLOWED_HOSTS = env_list("JOBSVC_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
+
+# --- TLS (in front of the API: a reverse proxy terminates it, docker-compose.yml's Caddy) --
+# Trust the proxy's X-Forwarded-Proto to tell https requests from http ones. Only behind a
+# proxy that always sets it: a client could send it itself otherwise.
+BEHIND_TLS_PROXY = env_bool("JOBSVC_BEHIND_TLS_PROXY", False)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_TLS_PROXY else None
+# The admin's session and CSRF cookies are sent over https only.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("JOBSVC_SECURE_COOKIES", False)
+# Seconds browsers must use https for this host (Strict-Transport-Security); 0: no header.
+SECURE_HSTS_SECONDS = env_int("JOBSVC_SECURE_HSTS_SECONDS", 0, minimum=0)
+# Answer http requests with a redirect to https (off where the proxy redirects itself).
+SECURE_SSL_REDIRECT = env_bool("JOBSVC_SECURE_SSL_REDIRECT", False)
+# Origins the admin's forms may be posted from besides the host itself, e.g.
+# https://jobs.example.com (needed behind a proxy that changes the scheme or the port).
+CSRF_TRUSTED_ORIGINS = env_list("JOBSVC_CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -156,7 +172,34 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Coordination and messaging -------------------------------------------------------
 
 ZK_HOSTS = env_str("JOBSVC_ZK_HOSTS", "127.0.0.1:2181")
+# A ZooKeeper user (SASL DIGEST-MD5) the workers and the cluster page authenticate as;
+# the znodes they create are readable and writable by that user only. "": no
+# authentication (the local stack).
+ZK_SASL_USERNAME = env_str("JOBSVC_ZK_SASL_USERNAME", "")
+ZK_SASL_PASSWORD = env_str("JOBSVC_ZK_SASL_PASSWORD", "")
+if bool(ZK_SASL_USERNAME) != bool(ZK_SASL_PASSWORD):
+    raise ConfigError("JOBSVC_ZK_SASL_USERNAME and JOBSVC_ZK_SASL_PASSWORD go together")
 KAFKA_BOOTSTRAP = env_str("JOBSVC_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
+# How the app's Kafka clients authenticate (jobsvc.messaging.client_security): PLAINTEXT
+# (the local stack), SSL, SASL_PLAINTEXT or SASL_SSL; with SASL_*, a user of the brokers
+# (SCRAM-SHA-512 by default) whose ACLs allow what this kind of process does.
+KAFKA_SECURITY_PROTOCOL = env_str("JOBSVC_KAFKA_SECURITY_PROTOCOL", "PLAINTEXT")
+if KAFKA_SECURITY_PROTOCOL not in {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}:
+    raise ConfigError(
+        "JOBSVC_KAFKA_SECURITY_PROTOCOL must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+    )
+KAFKA_SASL_MECHANISM = env_str("JOBSVC_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512")
+KAFKA_SASL_USERNAME = env_str("JOBSVC_KAFKA_SASL_USERNAME", "")
+KAFKA_SASL_PASSWORD = env_str("JOBSVC_KAFKA_SASL_PASSWORD", "")
+if KAFKA_SECURITY_PROTOCOL.startswith("SASL_") and not (
+    KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD
+):
+    raise ConfigError(
+        "JOBSVC_KAFKA_SECURITY_PROTOCOL=SASL_* needs JOBSVC_KAFKA_SASL_USERNAME and _PASSWORD"
+    )
+# PEM bundle the brokers' TLS certificates are checked against (SSL, SASL_SSL); "": the
+# system's.
+KAFKA_SSL_CA_LOCATION = env_str("JOBSVC_KAFKA_SSL_CA_LOCATION", "")
 KAFKA_JOBS_TOPIC = env_str("JOBSVC_KAFKA_JOBS_TOPIC", "jobs")
 KAFKA_DEAD_LETTER_TOPIC = env_str("JOBSVC_KAFKA_DEAD_LETTER_TOPIC", "jobs.dead-letter")
 KAFKA_JOBS_PARTITIONS = env_int("JOBSVC_KAFKA_JOBS_PARTITIONS", 12, minimum=1)
@@ -226,6 +269,19 @@ GC_YOUNG_THRESHOLD = env_int("JOBSVC_GC_YOUNG_THRESHOLD", 50_000, minimum=0)
 # (jobsvc.thread_switching): the express runner and the due listeners wake from I/O beside
 # a main thread that decodes thousands of messages. 0: Python's own (0.005).
 THREAD_SWITCH_INTERVAL = env_float("JOBSVC_THREAD_SWITCH_INTERVAL_SECONDS", 0.001, minimum=0.0)
+
+
+# The address the workers' /metrics, /healthz and /readyz listen on (their port:
+# JOBSVC_SCHEDULER_METRICS_PORT, JOBSVC_EXECUTOR_METRICS_PORT). Loopback by default, like
+# every other local server; a deployment whose Prometheus scrapes from another host or
+# container sets 0.0.0.0 (or one interface's address) and keeps the port off the Internet.
+WORKER_METRICS_BIND = env_str("JOBSVC_WORKER_METRICS_BIND", "127.0.0.1")
+try:
+    ipaddress.ip_address(WORKER_METRICS_BIND)
+except ValueError:
+    raise ConfigError(
+        f"JOBSVC_WORKER_METRICS_BIND must be an IP address, got {WORKER_METRICS_BIND!r}"
+    ) from None
 
 
 # --- Scheduler workers ---------------------------------------------------------------

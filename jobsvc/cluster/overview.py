@@ -30,6 +30,7 @@ from jobsvc.messaging.consumer_group import (
 )
 from jobsvc.messaging.topic_names import express_group_of
 from jobsvc.sharding.shards import shard_ids
+from jobsvc.zookeeper import zookeeper_auth
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ def cluster_overview() -> ClusterOverview:
             root=settings.ZK_ROOT,
             shard_ids=ids,
             timeout=PART_TIMEOUT,
+            auth=zookeeper_auth(),
         )
         executors = pool.submit(
             consumer_group_view,

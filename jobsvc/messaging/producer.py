@@ -18,6 +18,8 @@ from typing import Protocol
 from confluent_kafka import KafkaException
 from confluent_kafka import Producer as KafkaProducer
 
+from jobsvc.messaging.client_security import kafka_security_config
+
 logger = logging.getLogger(__name__)
 
 _ANY_PARTITION = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the partitioner picks (by key)
@@ -97,6 +99,7 @@ class BatchProducer:
         self._producer = KafkaProducer(
             {
                 "bootstrap.servers": bootstrap,
+                **kafka_security_config(),
                 "client.id": client_id,
                 "enable.idempotence": True,
                 "acks": "all",
