@@ -86,8 +86,9 @@ def test_every_database_server_runs_the_role_and_privilege_scripts_around_its_da
     for name, svc in postgres_services().items():
         targets = {target: source for source, target in _mounts(svc)}
         scripts = sorted(t for t in targets if t.startswith("/docker-entrypoint-initdb.d/"))
-        assert [targets[t] for t in scripts][0] == "./deploy/postgres/10-roles.sh", name
-        assert [targets[t] for t in scripts][-1] == "./deploy/postgres/30-privileges.sh", name
+        in_order = [targets[t] for t in scripts]
+        assert in_order[0] == "./deploy/postgres/10-roles.sh", name
+        assert in_order[-1] == "./deploy/postgres/30-privileges.sh", name
         sql = [targets[t] for t in scripts if t.endswith(".sql")]
         assert sql and all("OWNER jobsvc_owner" in (REPO / s).read_text() for s in sql), (
             f"{name}: databases must belong to the owner role"
