@@ -8,6 +8,7 @@ and is known to Django as the database alias ``shard_i``.
 from __future__ import annotations
 
 import ipaddress
+import secrets
 from datetime import timedelta
 from pathlib import Path
 
@@ -27,16 +28,42 @@ from jobsvc.messaging.topic_names import express_topic_of
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("JOBSVC_DEBUG", False)
-# Outside DEBUG the keys must come from the environment: a default would be a shared secret.
-_DEV_ONLY_KEY = "dev-only-insecure-key-do-not-use-in-production-0123456789abcdef"
-SECRET_KEY = env_str("JOBSVC_SECRET_KEY", _DEV_ONLY_KEY if DEBUG else None)
-JWT_SIGNING_KEY = env_str("JOBSVC_JWT_SIGNING_KEY", _DEV_ONLY_KEY + "-jwt" if DEBUG else None)
-if len(JWT_SIGNING_KEY) < 32:
-    raise ConfigError("JOBSVC_JWT_SIGNING_KEY must be at least 32 characters")
+# The keys come from the environment. Under DEBUG a missing one is a random key of this
+# process alone (never a constant anyone could read here): tokens then last only as long
+# as the process, and processes do not accept each other's. `make run` and the tests
+# generate theirs and pass them in.
+MIN_KEY_LENGTH = 32  # characters of JOBSVC_SECRET_KEY and JOBSVC_JWT_SIGNING_KEY
+MIN_KEY_DISTINCT_CHARACTERS = 10  # a key of few distinct characters is a guessable one
+
+
+def _checked_key(name: str, value: str) -> str:
+    if len(value) < MIN_KEY_LENGTH or len(set(value)) < MIN_KEY_DISTINCT_CHARACTERS:
+        raise ConfigError(
+            f"{name} must be at least {MIN_KEY_LENGTH} characters, of at least "
+            f"{MIN_KEY_DISTINCT_CHARACTERS} different ones (e.g. `openssl rand -base64 48`)"
+        )
+    return value
+
+
+SECRET_KEY = _checked_key(
+    "JOBSVC_SECRET_KEY",
+    env_str("JOBSVC_SECRET_KEY", secrets.token_urlsafe(48) if DEBUG else None),
+)
+JWT_SIGNING_KEY = _checked_key(
+    "JOBSVC_JWT_SIGNING_KEY",
+    env_str("JOBSVC_JWT_SIGNING_KEY", secrets.token_urlsafe(48) if DEBUG else None),
+)
 if JWT_SIGNING_KEY == SECRET_KEY:
     raise ConfigError("JOBSVC_JWT_SIGNING_KEY must differ from JOBSVC_SECRET_KEY")
 
 ALLOWED_HOSTS = env_list("JOBSVC_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
+# DEBUG shows tracebacks and settings to whoever triggers an error: local use only.
+_LOCAL_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1", "testserver"}
+if DEBUG and not set(ALLOWED_HOSTS) <= _LOCAL_HOSTS:
+    raise ConfigError(
+        "JOBSVC_DEBUG=true serves local names only; JOBSVC_ALLOWED_HOSTS names "
+        f"{sorted(set(ALLOWED_HOSTS) - _LOCAL_HOSTS)}"
+    )
 
 # --- TLS (in front of the API: a reverse proxy terminates it, docker-compose.yml's Caddy) --
 # Trust the proxy's X-Forwarded-Proto to tell https requests from http ones. Only behind a

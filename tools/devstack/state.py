@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import grp
 import json
 import logging
 import os
@@ -36,6 +37,7 @@ from .errors import LocalStackError
 logger = logging.getLogger(__name__)
 
 SECRET_BYTES = 48  # random bytes per secret (64 URL-safe characters)
+POSTGRES_SYSTEM_GROUP = "postgres"  # PostgreSQL runs as this group's user when we are root
 
 
 @dataclass(frozen=True)
@@ -77,8 +79,20 @@ class StateDir:
         self._lock_file = self.run_dir / "launcher.lock"
 
     def create(self) -> None:
+        """The state dir and its logs/ and run/, readable by this user only: the logs hold
+        job messages (PostgreSQL's slow statements, app errors) and the data dirs hold
+        every job. Under root, PostgreSQL runs as the `postgres` system user, which must
+        pass through to its data dir: its group may enter (not list) the state dir."""
         for directory in (self.root, self.logs_dir, self.run_dir):
             directory.mkdir(parents=True, exist_ok=True)
+            directory.chmod(0o700)
+        if os.geteuid() == 0:
+            try:
+                group = grp.getgrnam(POSTGRES_SYSTEM_GROUP).gr_gid
+            except KeyError:
+                return  # no PostgreSQL installed: nothing to let through
+            os.chown(self.root, -1, group)
+            self.root.chmod(0o710)
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
