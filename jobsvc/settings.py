@@ -272,7 +272,9 @@ WEBHOOK_SECRET_OVERLAP = timedelta(
 # Seconds a process (API, executor) trusts its copy of a user's webhook signing secrets
 # and granted Kafka topics: a rotation, a grant or a withdrawal applies within this.
 USER_HANDLER_CACHE_SECONDS = env_float("JOBSVC_USER_HANDLER_CACHE_SECONDS", 10.0, minimum=0.0)
-# Hosts the http handler may call ("api.example.com" or "*.example.com"); empty: none.
+# Hosts the http handler may call ("api.example.com" or "*.example.com"), on ports 80 and
+# 443 unless an entry names its port ("api.example.com:8443", or "host:*" for any);
+# empty: none.
 HTTP_HANDLER_ALLOWED_HOSTS = env_list("JOBSVC_HTTP_HANDLER_ALLOWED_HOSTS")
 # Loopback, private and link-local addresses stay unreachable unless this is on (dev, tests).
 HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES = env_bool(

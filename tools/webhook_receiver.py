@@ -27,7 +27,7 @@ from jobsvc.handlers.signing import verify
 # The http handler refuses loopback and private addresses unless told otherwise: the API
 # and the workers need these to send jobs to a receiver on 127.0.0.1.
 LOOPBACK_WEBHOOKS = {
-    "JOBSVC_HTTP_HANDLER_ALLOWED_HOSTS": "127.0.0.1",
+    "JOBSVC_HTTP_HANDLER_ALLOWED_HOSTS": "127.0.0.1:*",  # the receivers' ports are random
     "JOBSVC_HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES": "true",
 }
 

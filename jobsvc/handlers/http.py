@@ -29,16 +29,18 @@ The outcome, by answer:
 
 The error of an answer that is not 2xx carries its status and an excerpt of its body (at
 most MAX_BODY_EXCERPT_BYTES, decoded as UTF-8 with control characters removed), so the
-job's ``last_error`` and ``attempt_errors`` say why the receiver refused.
+job's ``last_error`` and ``attempt_errors`` say why the receiver refused; not where
+private addresses are allowed, where it would let a job's owner read internal servers.
 
 Where a request may go. URLs come from users, and the executor runs inside the network,
 so a URL must pass these checks when the job is created (``validate_params``) and again
 before every request (an allow-list may have shrunk, a DNS record changed since):
 
 1. scheme ``http`` or ``https``; printable ASCII; no ``user:password@``;
-2. the host is in ``allowed_hosts``: an exact host name or IP address, or
-   ``*.example.com`` for any name below example.com (not example.com itself). An empty
-   list refuses every URL;
+2. the host and port are in ``allowed_hosts``: an exact host name or IP address, or
+   ``*.example.com`` for any name below example.com (not example.com itself); on ports
+   80 and 443 only, unless the entry names its port (``host:8443``, or ``host:*`` for
+   any). An empty list refuses every URL;
 3. unless ``allow_private_addresses``, *every* address the host resolves to is public:
    not loopback, private, link-local, multicast, reserved, unspecified or otherwise
    non-global (an IPv4-mapped IPv6 address is judged by its IPv4 address). A host that
@@ -137,6 +139,9 @@ class HttpHandler:
         allow_private_addresses: bool = False,
         max_timeout: float = DEFAULT_MAX_TIMEOUT,
         ca_file: str | None = None,  # PEM bundle to trust instead of the system's CAs
+        # Keep an excerpt of a refusing answer's body in the job's error; None: unless
+        # private addresses are allowed (internal servers' answers stay unread).
+        answer_excerpts: bool | None = None,
         resolver: Resolver = resolve_host,  # injectable for testing
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
@@ -146,6 +151,9 @@ class HttpHandler:
             raise HandlerConfigError(f"max_timeout must be > 0 seconds, got {max_timeout}")
         self._allowed_hosts = HostAllowList(allowed_hosts)
         self._allow_private = allow_private_addresses
+        self._answer_excerpts = (
+            not allow_private_addresses if answer_excerpts is None else answer_excerpts
+        )
         self._max_timeout = max_timeout
         self._resolver = resolver
         self._clock = clock
@@ -213,7 +221,9 @@ class HttpHandler:
             raise HandlerTimeout(f"{target.display}: no answer in time") from exc
         except (OSError, http.client.HTTPException) as exc:
             raise RetryableError(f"{target.display}: {_reason(exc)}") from exc
-        _judge(target, answer)
+        # Where private addresses are allowed (tests, development), what an internal
+        # server answered is not handed to the job's owner.
+        _judge(target, answer, excerpt=self._answer_excerpts)
 
     def _headers(self, job: JobContext, body: bytes) -> dict[str, str]:
         signed = signing.headers(
@@ -240,9 +250,10 @@ class HttpHandler:
                 "method and headers."
             )
         target = parse_url(params.get("url"))
-        if not self._allowed_hosts.allows(target.host):
+        if not self._allowed_hosts.allows(target.host, target.port):
             raise InvalidHandlerParams(
-                f"url: the host {target.host} is not in the http handler's allow-list."
+                f"url: the host {target.host} on port {target.port} is not in the http "
+                "handler's allow-list."
             )
         return target
 
@@ -258,8 +269,10 @@ class HttpHandler:
         for address in addresses:
             kind = non_public_kind(address)
             if kind is not None:
+                # The address itself is not said: the error would tell a user what an
+                # internal name resolves to.
                 raise InvalidHandlerParams(
-                    f"url: the host {target.host} resolves to a {kind} address ({address}); "
+                    f"url: the host {target.host} resolves to a {kind} address; "
                     "only public addresses are allowed."
                 )
 
@@ -295,11 +308,11 @@ def _custom_headers(value: Any) -> dict[str, str]:
     return dict(value)
 
 
-def _judge(target: Target, answer: http_transport.Answer) -> None:
+def _judge(target: Target, answer: http_transport.Answer, *, excerpt: bool) -> None:
     if 200 <= answer.status < 300:
         return
     message = f"{target.display} answered {answer.status} {answer.reason}".rstrip()
-    excerpt = _printable(answer.body_excerpt)
+    excerpt = _printable(answer.body_excerpt) if excerpt else ""
     if excerpt:
         message = f"{message}: {excerpt}"
     if answer.status == 429 or 500 <= answer.status < 600:

@@ -35,7 +35,7 @@ def handler_settings(settings):
 
     Loopback is allowed here, as in the end-to-end tests, unless a test turns it off.
     """
-    settings.HTTP_HANDLER_ALLOWED_HOSTS = ["127.0.0.1", "*.example.com"]
+    settings.HTTP_HANDLER_ALLOWED_HOSTS = ["127.0.0.1:*", "*.example.com"]
     settings.HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES = True
     settings.KAFKA_HANDLER_ALLOWED_TOPICS = [USER_TOPIC]
     validation_registry.cache_clear()

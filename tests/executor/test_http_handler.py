@@ -130,7 +130,7 @@ def server() -> Iterator[_Server]:
 def handler() -> HttpHandler:
     return HttpHandler(
         signing_secrets=secrets_of,
-        allowed_hosts=["127.0.0.1"],
+        allowed_hosts=["127.0.0.1:*"],
         allow_private_addresses=True,
         wall_clock=lambda: NOW + 0.7,
     )
@@ -171,7 +171,7 @@ def test_the_delivery_is_signed_with_its_owners_secret_in_the_standard_format(se
 
 def test_a_live_delivery_verifies_with_the_standard_webhooks_library(server):
     live = HttpHandler(
-        signing_secrets=secrets_of, allowed_hosts=["127.0.0.1"], allow_private_addresses=True
+        signing_secrets=secrets_of, allowed_hosts=["127.0.0.1:*"], allow_private_addresses=True
     )
 
     live.handle(job(url(server, "/status/200")))
@@ -270,7 +270,7 @@ def test_a_server_that_hangs_past_the_deadline_times_out_quickly(server, handler
 def test_the_handlers_cap_bounds_a_request_when_the_job_allows_longer(server):
     capped = HttpHandler(
         signing_secrets=secrets_of,
-        allowed_hosts=["127.0.0.1"],
+        allowed_hosts=["127.0.0.1:*"],
         allow_private_addresses=True,
         max_timeout=0.3,
     )
@@ -310,7 +310,7 @@ def test_the_connection_goes_to_the_checked_address_while_host_keeps_the_name(se
 
     pinned = HttpHandler(
         signing_secrets=secrets_of,
-        allowed_hosts=["hooks.example.com"],
+        allowed_hosts=["hooks.example.com:*"],
         allow_private_addresses=True,
         resolver=resolver,
     )
@@ -326,7 +326,7 @@ def test_a_host_that_now_resolves_to_a_private_address_is_refused_without_a_requ
     answers = iter([["93.184.215.14"], ["127.0.0.1"]])  # a public answer, then a rebind
     handler = HttpHandler(
         signing_secrets=secrets_of,
-        allowed_hosts=["hooks.example.com"],
+        allowed_hosts=["hooks.example.com:*"],
         resolver=lambda host, port: next(answers),
     )
     target = url(server, "/status/200", host="hooks.example.com")
@@ -355,7 +355,7 @@ def test_a_failing_name_lookup_at_call_time_is_retryable(server):
 
     handler = HttpHandler(
         signing_secrets=secrets_of,
-        allowed_hosts=["hooks.example.com"],
+        allowed_hosts=["hooks.example.com:*"],
         allow_private_addresses=True,
         resolver=resolver,
     )
@@ -401,7 +401,7 @@ def tls_server(certificate) -> Iterator[_Server]:
 def tls_handler(certificate) -> HttpHandler:
     return HttpHandler(
         signing_secrets=secrets_of,
-        allowed_hosts=["localhost"],
+        allowed_hosts=["localhost:*"],
         allow_private_addresses=True,
         ca_file=certificate[0],
         resolver=lambda host, port: ["127.0.0.1"],
@@ -418,7 +418,7 @@ def test_https_verifies_the_certificate_against_the_host_name(tls_server, tls_ha
 def test_https_to_a_server_with_an_untrusted_certificate_is_retryable(tls_server):
     handler = HttpHandler(
         signing_secrets=secrets_of,
-        allowed_hosts=["localhost"],
+        allowed_hosts=["localhost:*"],
         allow_private_addresses=True,
         resolver=lambda host, port: ["127.0.0.1"],
     )

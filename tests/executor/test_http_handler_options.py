@@ -73,8 +73,9 @@ def server() -> Iterator[_Server]:
 def handler() -> HttpHandler:
     return HttpHandler(
         signing_secrets=lambda user_id: [SECRET],
-        allowed_hosts=["127.0.0.1"],
+        allowed_hosts=["127.0.0.1:*"],
         allow_private_addresses=True,
+        answer_excerpts=True,  # what a deployment without private addresses keeps
         wall_clock=lambda: NOW,
     )
 
@@ -217,6 +218,21 @@ def test_a_failed_answer_records_its_status_and_body(handler, server):
     message = str(failed.value)
     assert "422" in message
     assert "customer 17 does not exist" in message
+
+
+def test_where_private_addresses_are_allowed_an_answers_body_is_not_recorded(server):
+    internal = HttpHandler(
+        signing_secrets=lambda user_id: [SECRET],
+        allowed_hosts=["127.0.0.1:*"],
+        allow_private_addresses=True,
+    )
+    server.answers["/hook"] = (403, b"internal admin console: secret stuff")
+
+    with pytest.raises(PermanentError) as failed:
+        run(internal, {"url": url(server)})
+
+    assert "403" in str(failed.value)
+    assert "secret stuff" not in str(failed.value)
 
 
 def test_a_retryable_answer_records_its_body_too(handler, server):
