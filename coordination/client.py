@@ -3,16 +3,22 @@
 kazoo reconnects on its own and keeps the session while it can: the connection retry below
 never gives up, so a ZooKeeper outage shows up as SUSPENDED (and LOST once the session has
 expired), never as a client that silently stopped trying.
+
+With ``auth`` the client authenticates as a ZooKeeper user (SASL DIGEST-MD5), and every
+znode it creates is readable and writable by that user alone: another client on the
+network can neither read the shard ownership nor rewrite it.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
+from kazoo.security import ACL, make_acl
 
 from .errors import CoordinationUnavailable
 
@@ -24,7 +30,36 @@ COMMAND_TRIES = 3  # attempts of a command run through `client.retry(...)`
 COMMAND_MAX_DELAY = 1.0  # seconds between those attempts at most
 
 
-def connect(hosts: str, *, session_timeout: float, connect_timeout: float) -> KazooClient:
+@dataclass(frozen=True)
+class SaslAuth:
+    """A ZooKeeper user and its password (SASL DIGEST-MD5)."""
+
+    username: str
+    password: str = ""
+
+    def __repr__(self) -> str:  # never the password, in a log or a traceback
+        return f"SaslAuth(username={self.username!r})"
+
+
+def client_options(auth: SaslAuth | None) -> dict:
+    """KazooClient keyword arguments for ``auth``: the SASL login, and ACLs that give the
+    znodes it creates to that user only. None: no authentication, open ACLs."""
+    if auth is None:
+        return {}
+    acl: list[ACL] = [make_acl("sasl", auth.username, all=True)]
+    return {
+        "sasl_options": {
+            "mechanism": "DIGEST-MD5",
+            "username": auth.username,
+            "password": auth.password,
+        },
+        "default_acl": acl,
+    }
+
+
+def connect(
+    hosts: str, *, session_timeout: float, connect_timeout: float, auth: SaslAuth | None = None
+) -> KazooClient:
     """Start a client and wait until it is connected.
 
     `session_timeout` (seconds) is a request: the server clamps it to between 2 and 20
@@ -33,7 +68,7 @@ def connect(hosts: str, *, session_timeout: float, connect_timeout: float) -> Ka
     """
     if connect_timeout <= 0:
         raise ValueError("session_timeout and connect_timeout must be positive")
-    client = _client(hosts, session_timeout)
+    client = _client(hosts, session_timeout, auth)
     try:
         # On a time-out kazoo stops and closes the client itself before raising.
         client.start(timeout=connect_timeout)
@@ -45,14 +80,16 @@ def connect(hosts: str, *, session_timeout: float, connect_timeout: float) -> Ka
     return client
 
 
-def connect_in_background(hosts: str, *, session_timeout: float) -> KazooClient:
+def connect_in_background(
+    hosts: str, *, session_timeout: float, auth: SaslAuth | None = None
+) -> KazooClient:
     """Start a client that connects (and reconnects) in the background; never waits.
 
     For a process whose work must go on without ZooKeeper: the client is returned at once,
     whether or not a server answers, and kazoo keeps trying with the policy above. Watch
     its state with a listener (CONNECTED comes once a server answers).
     """
-    client = _client(hosts, session_timeout)
+    client = _client(hosts, session_timeout, auth)
     client.start_async()
     logger.info("connecting to ZooKeeper in the background", extra={"hosts": hosts})
     return client
@@ -71,7 +108,7 @@ def disconnect(client: KazooClient) -> None:
         logger.warning("stopping the ZooKeeper client failed: %s", exc)
 
 
-def _client(hosts: str, session_timeout: float) -> KazooClient:
+def _client(hosts: str, session_timeout: float, auth: SaslAuth | None) -> KazooClient:
     if not hosts:
         raise ValueError("hosts must name at least one ZooKeeper server")
     if session_timeout <= 0:
@@ -83,4 +120,5 @@ def _client(hosts: str, session_timeout: float) -> KazooClient:
             max_tries=-1, delay=RECONNECT_DELAY, max_delay=RECONNECT_MAX_DELAY
         ),
         command_retry=KazooRetry(max_tries=COMMAND_TRIES, max_delay=COMMAND_MAX_DELAY),
+        **client_options(auth),
     )

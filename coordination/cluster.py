@@ -18,6 +18,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
+from .client import SaslAuth, client_options
 from .errors import CoordinationUnavailable
 from .executors import ExecutorRecord, registered_executors
 from .paths import ZnodePaths
@@ -39,7 +40,12 @@ class ClusterMembership:
 
 
 def cluster_membership(
-    *, hosts: str, root: str, shard_ids: Iterable[int], timeout: float
+    *,
+    hosts: str,
+    root: str,
+    shard_ids: Iterable[int],
+    timeout: float,
+    auth: SaslAuth | None = None,
 ) -> ClusterMembership:
     """The live scheduler members, each shard's owner and the registered executors;
     ``timeout`` seconds to connect."""
@@ -49,6 +55,7 @@ def cluster_membership(
         timeout=max(timeout, 2.0),  # the session is ours alone and lives for a few reads
         connection_retry=KazooRetry(max_tries=0),
         command_retry=KazooRetry(max_tries=0),
+        **client_options(auth),
     )
     try:
         client.start(timeout=timeout)

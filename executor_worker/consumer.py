@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from jobsvc.messaging.client_security import kafka_security_config
+
 logger = logging.getLogger(__name__)
 
 
@@ -92,6 +94,7 @@ class JobConsumer:
         self._consumer = kafka_consumer or Consumer(
             {
                 "bootstrap.servers": bootstrap,
+                **kafka_security_config(),
                 "group.id": group_id,
                 # Partition i to the (i mod N)-th of N members: schedulers deal each
                 # user's jobs to consecutive partitions in turn, so to every executor

@@ -7,6 +7,8 @@ and is known to Django as the database alias ``shard_i``.
 
 from __future__ import annotations
 
+import ipaddress
+import secrets
 from datetime import timedelta
 from pathlib import Path
 
@@ -25,16 +27,57 @@ from jobsvc.env import (
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("JOBSVC_DEBUG", False)
-# Outside DEBUG the keys must come from the environment: a default would be a shared secret.
-_DEV_ONLY_KEY = "dev-only-insecure-key-do-not-use-in-production-0123456789abcdef"
-SECRET_KEY = env_str("JOBSVC_SECRET_KEY", _DEV_ONLY_KEY if DEBUG else None)
-JWT_SIGNING_KEY = env_str("JOBSVC_JWT_SIGNING_KEY", _DEV_ONLY_KEY + "-jwt" if DEBUG else None)
-if len(JWT_SIGNING_KEY) < 32:
-    raise ConfigError("JOBSVC_JWT_SIGNING_KEY must be at least 32 characters")
+# The keys come from the environment. Under DEBUG a missing one is a random key of this
+# process alone (never a constant anyone could read here): tokens then last only as long
+# as the process, and processes do not accept each other's. `make run` and the tests
+# generate theirs and pass them in.
+MIN_KEY_LENGTH = 32  # characters of JOBSVC_SECRET_KEY and JOBSVC_JWT_SIGNING_KEY
+MIN_KEY_DISTINCT_CHARACTERS = 10  # a key of few distinct characters is a guessable one
+
+
+def _checked_key(name: str, value: str) -> str:
+    if len(value) < MIN_KEY_LENGTH or len(set(value)) < MIN_KEY_DISTINCT_CHARACTERS:
+        raise ConfigError(
+            f"{name} must be at least {MIN_KEY_LENGTH} characters, of at least "
+            f"{MIN_KEY_DISTINCT_CHARACTERS} different ones (e.g. `openssl rand -base64 48`)"
+        )
+    return value
+
+
+SECRET_KEY = _checked_key(
+    "JOBSVC_SECRET_KEY",
+    env_str("JOBSVC_SECRET_KEY", secrets.token_urlsafe(48) if DEBUG else None),
+)
+JWT_SIGNING_KEY = _checked_key(
+    "JOBSVC_JWT_SIGNING_KEY",
+    env_str("JOBSVC_JWT_SIGNING_KEY", secrets.token_urlsafe(48) if DEBUG else None),
+)
 if JWT_SIGNING_KEY == SECRET_KEY:
     raise ConfigError("JOBSVC_JWT_SIGNING_KEY must differ from JOBSVC_SECRET_KEY")
 
 ALLOWED_HOSTS = env_list("JOBSVC_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
+# DEBUG shows tracebacks and settings to whoever triggers an error: local use only.
+_LOCAL_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1", "testserver"}
+if DEBUG and not set(ALLOWED_HOSTS) <= _LOCAL_HOSTS:
+    raise ConfigError(
+        "JOBSVC_DEBUG=true serves local names only; JOBSVC_ALLOWED_HOSTS names "
+        f"{sorted(set(ALLOWED_HOSTS) - _LOCAL_HOSTS)}"
+    )
+
+# --- TLS (in front of the API: a reverse proxy terminates it, docker-compose.yml's Caddy) --
+# Trust the proxy's X-Forwarded-Proto to tell https requests from http ones. Only behind a
+# proxy that always sets it: a client could send it itself otherwise.
+BEHIND_TLS_PROXY = env_bool("JOBSVC_BEHIND_TLS_PROXY", False)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_TLS_PROXY else None
+# The admin's session and CSRF cookies are sent over https only.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("JOBSVC_SECURE_COOKIES", False)
+# Seconds browsers must use https for this host (Strict-Transport-Security); 0: no header.
+SECURE_HSTS_SECONDS = env_int("JOBSVC_SECURE_HSTS_SECONDS", 0, minimum=0)
+# Answer http requests with a redirect to https (off where the proxy redirects itself).
+SECURE_SSL_REDIRECT = env_bool("JOBSVC_SECURE_SSL_REDIRECT", False)
+# Origins the admin's forms may be posted from besides the host itself, e.g.
+# https://jobs.example.com (needed behind a proxy that changes the scheme or the port).
+CSRF_TRUSTED_ORIGINS = env_list("JOBSVC_CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -159,7 +202,34 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Coordination and messaging -------------------------------------------------------
 
 ZK_HOSTS = env_str("JOBSVC_ZK_HOSTS", "127.0.0.1:2181")
+# A ZooKeeper user (SASL DIGEST-MD5) the workers and the cluster page authenticate as;
+# the znodes they create are readable and writable by that user only. "": no
+# authentication (the local stack).
+ZK_SASL_USERNAME = env_str("JOBSVC_ZK_SASL_USERNAME", "")
+ZK_SASL_PASSWORD = env_str("JOBSVC_ZK_SASL_PASSWORD", "")
+if bool(ZK_SASL_USERNAME) != bool(ZK_SASL_PASSWORD):
+    raise ConfigError("JOBSVC_ZK_SASL_USERNAME and JOBSVC_ZK_SASL_PASSWORD go together")
 KAFKA_BOOTSTRAP = env_str("JOBSVC_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
+# How the app's Kafka clients authenticate (jobsvc.messaging.client_security): PLAINTEXT
+# (the local stack), SSL, SASL_PLAINTEXT or SASL_SSL; with SASL_*, a user of the brokers
+# (SCRAM-SHA-512 by default) whose ACLs allow what this kind of process does.
+KAFKA_SECURITY_PROTOCOL = env_str("JOBSVC_KAFKA_SECURITY_PROTOCOL", "PLAINTEXT")
+if KAFKA_SECURITY_PROTOCOL not in {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}:
+    raise ConfigError(
+        "JOBSVC_KAFKA_SECURITY_PROTOCOL must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+    )
+KAFKA_SASL_MECHANISM = env_str("JOBSVC_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512")
+KAFKA_SASL_USERNAME = env_str("JOBSVC_KAFKA_SASL_USERNAME", "")
+KAFKA_SASL_PASSWORD = env_str("JOBSVC_KAFKA_SASL_PASSWORD", "")
+if KAFKA_SECURITY_PROTOCOL.startswith("SASL_") and not (
+    KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD
+):
+    raise ConfigError(
+        "JOBSVC_KAFKA_SECURITY_PROTOCOL=SASL_* needs JOBSVC_KAFKA_SASL_USERNAME and _PASSWORD"
+    )
+# PEM bundle the brokers' TLS certificates are checked against (SSL, SASL_SSL); "": the
+# system's.
+KAFKA_SSL_CA_LOCATION = env_str("JOBSVC_KAFKA_SSL_CA_LOCATION", "")
 KAFKA_JOBS_TOPIC = env_str("JOBSVC_KAFKA_JOBS_TOPIC", "jobs")
 KAFKA_DEAD_LETTER_TOPIC = env_str("JOBSVC_KAFKA_DEAD_LETTER_TOPIC", "jobs.dead-letter")
 KAFKA_JOBS_PARTITIONS = env_int("JOBSVC_KAFKA_JOBS_PARTITIONS", 12, minimum=1)
@@ -191,19 +261,26 @@ for _entry in env_list("JOBSVC_EXTRA_HANDLERS"):
     if not _name.strip() or not _path.strip():
         raise ConfigError(f"JOBSVC_EXTRA_HANDLERS: expected name=dotted.path, got {_entry!r}")
     JOB_HANDLERS[_name.strip()] = _path.strip()
-# The http handler signs each request body with this key (X-Jobsvc-Signature).
-HTTP_HANDLER_SECRET = env_str(
-    "JOBSVC_HTTP_HANDLER_SECRET", _DEV_ONLY_KEY + "-http" if DEBUG else None
+# The http handler signs each delivery with the job owner's own secret (Standard Webhooks;
+# jobsvc.accounts.webhook_secrets). After a rotation the previous secret signs too, for
+# this many hours, so receivers can switch without losing deliveries.
+WEBHOOK_SECRET_OVERLAP = timedelta(
+    hours=env_float("JOBSVC_WEBHOOK_SECRET_OVERLAP_HOURS", 24.0, minimum=0.0)
 )
-if HTTP_HANDLER_SECRET in (SECRET_KEY, JWT_SIGNING_KEY):
-    raise ConfigError("JOBSVC_HTTP_HANDLER_SECRET must differ from the other keys")
-# Hosts the http handler may call ("api.example.com" or "*.example.com"); empty: none.
+# Seconds a process (API, executor) trusts its copy of a user's webhook signing secrets
+# and granted Kafka topics: a rotation, a grant or a withdrawal applies within this.
+USER_HANDLER_CACHE_SECONDS = env_float("JOBSVC_USER_HANDLER_CACHE_SECONDS", 10.0, minimum=0.0)
+# Hosts the http handler may call ("api.example.com" or "*.example.com"), on ports 80 and
+# 443 unless an entry names its port ("api.example.com:8443", or "host:*" for any);
+# empty: none.
 HTTP_HANDLER_ALLOWED_HOSTS = env_list("JOBSVC_HTTP_HANDLER_ALLOWED_HOSTS")
 # Loopback, private and link-local addresses stay unreachable unless this is on (dev, tests).
 HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES = env_bool(
     "JOBSVC_HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES", False
 )
 HTTP_HANDLER_MAX_TIMEOUT = env_float("JOBSVC_HTTP_HANDLER_MAX_TIMEOUT_SECONDS", 30.0, minimum=0.1)
+# Topics the kafka handler may publish to at all; staff grant each user some of them
+# (User.kafka_topics). A system topic here (jobs, dead letters, __*) stops start-up.
 KAFKA_HANDLER_ALLOWED_TOPICS = env_list("JOBSVC_KAFKA_HANDLER_ALLOWED_TOPICS")
 KAFKA_HANDLER_MAX_TIMEOUT = env_float("JOBSVC_KAFKA_HANDLER_MAX_TIMEOUT_SECONDS", 10.0, minimum=0.1)
 
@@ -215,6 +292,19 @@ KAFKA_HANDLER_MAX_TIMEOUT = env_float("JOBSVC_KAFKA_HANDLER_MAX_TIMEOUT_SECONDS"
 # allocations instead of 700, so full collections (tens of milliseconds each, during a
 # flood) become rare. 0: Python's own settings.
 GC_YOUNG_THRESHOLD = env_int("JOBSVC_GC_YOUNG_THRESHOLD", 50_000, minimum=0)
+
+
+# The address the workers' /metrics, /healthz and /readyz listen on (their port:
+# JOBSVC_SCHEDULER_METRICS_PORT, JOBSVC_EXECUTOR_METRICS_PORT). Loopback by default, like
+# every other local server; a deployment whose Prometheus scrapes from another host or
+# container sets 0.0.0.0 (or one interface's address) and keeps the port off the Internet.
+WORKER_METRICS_BIND = env_str("JOBSVC_WORKER_METRICS_BIND", "127.0.0.1")
+try:
+    ipaddress.ip_address(WORKER_METRICS_BIND)
+except ValueError:
+    raise ConfigError(
+        f"JOBSVC_WORKER_METRICS_BIND must be an IP address, got {WORKER_METRICS_BIND!r}"
+    ) from None
 
 
 # --- Scheduler workers ---------------------------------------------------------------

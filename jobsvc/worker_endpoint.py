@@ -29,8 +29,10 @@ class _QuietHandler(WSGIRequestHandler):
         """Scrapes every few seconds would flood the worker's log."""
 
 
-def serve_worker_endpoint(*, port: int, readiness: Readiness, address: str = "0.0.0.0") -> _Server:
-    """Serve the endpoint on a daemon thread; the server is returned for ``shutdown()``."""
+def serve_worker_endpoint(*, port: int, readiness: Readiness, address: str) -> _Server:
+    """Serve the endpoint on ``address`` (JOBSVC_WORKER_METRICS_BIND: loopback unless the
+    deployment says otherwise) on a daemon thread; the server is returned for
+    ``shutdown()``."""
     server = make_server(
         address, port, _application(readiness), server_class=_Server, handler_class=_QuietHandler
     )

@@ -15,7 +15,7 @@ import time
 
 from django.db import connections
 
-from coordination.client import connect
+from coordination.client import SaslAuth, connect
 from coordination.shard_ownership import SUSPENDED_LIMIT, ShardOwnership
 from jobsvc.messaging.producer import BatchProducer
 from jobsvc.messaging.renewing_producer import RenewingProducer
@@ -47,12 +47,14 @@ class SchedulerWorker:
         unhealthy_after: float = 10.0,
         step_back_after: float = 3.0,
         step_back_seconds: float = 30.0,
+        zk_auth: SaslAuth | None = None,  # the ZooKeeper user; None: no authentication
     ) -> None:
         self.worker_id = worker_id
         self.shard_ids = shard_ids
         self.zk_hosts = zk_hosts
         self.zk_root = zk_root
         self.zk_session_timeout = zk_session_timeout
+        self.zk_auth = zk_auth
         self.kafka_bootstrap = kafka_bootstrap
         self.dispatch = dispatch
         self.weight_refresh_seconds = weight_refresh_seconds
@@ -83,7 +85,10 @@ class SchedulerWorker:
         # it after all, the executor drops the duplicate).
         self._producer = self._new_producer()
         client = connect(
-            self.zk_hosts, session_timeout=self.zk_session_timeout, connect_timeout=30.0
+            self.zk_hosts,
+            session_timeout=self.zk_session_timeout,
+            connect_timeout=30.0,
+            auth=self.zk_auth,
         )
         self._join(client)
         logger.info(

@@ -18,8 +18,10 @@ from django.db import connections
 from rest_framework.test import APIClient
 
 from jobsvc.accounts.authentication import user_cache, verified_tokens
+from jobsvc.accounts.kafka_topics import topics_cache
 from jobsvc.accounts.models import User
 from jobsvc.accounts.tokens import token_issue
+from jobsvc.accounts.webhook_secrets import secrets_cache
 from jobsvc.sharding.shards import shard_aliases
 from tools.bench.processes import stop_on_sigterm
 
@@ -69,10 +71,11 @@ def django_db_setup(django_db_blocker):
 @pytest.fixture(autouse=True)
 def _fresh_process_caches():
     """Throttle counters, cached users and tokens must not leak from one test into the next."""
-    for process_cache in (cache, user_cache, verified_tokens):
+    caches = (cache, user_cache, verified_tokens, topics_cache, secrets_cache)
+    for process_cache in caches:
         process_cache.clear()
     yield
-    for process_cache in (cache, user_cache, verified_tokens):
+    for process_cache in caches:
         process_cache.clear()
 
 

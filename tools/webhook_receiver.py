@@ -1,6 +1,10 @@
 """The http handler's target in tests, benchmarks and the chaos campaign: a real HTTP
 server that records every delivery (job id, attempt, Idempotency-Key, arrival time, and
-whether the signature holds when it is given the secret).
+whether its Standard Webhooks signature holds, when it is told each user's secret).
+
+One receiver serves many users here, so it reads the ``user_id`` of the body to pick the
+secret (``secret_of(user_id)``, asked once per user), then verifies the raw bytes. A real
+receiver holds its own user's secret and verifies before parsing anything.
 
 It answers 200 unless told otherwise: per job, which status codes to answer, in order
 (``answer``), and how long to stall before answering (``stall``), so tests can make
@@ -14,6 +18,7 @@ import json
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -22,7 +27,7 @@ from jobsvc.handlers.signing import verify
 # The http handler refuses loopback and private addresses unless told otherwise: the API
 # and the workers need these to send jobs to a receiver on 127.0.0.1.
 LOOPBACK_WEBHOOKS = {
-    "JOBSVC_HTTP_HANDLER_ALLOWED_HOSTS": "127.0.0.1",
+    "JOBSVC_HTTP_HANDLER_ALLOWED_HOSTS": "127.0.0.1:*",  # the receivers' ports are random
     "JOBSVC_HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES": "true",
 }
 
@@ -34,7 +39,7 @@ class Delivery:
     idempotency_key: str
     at: float  # Unix seconds, when the request arrived
     status: int = 200  # what the receiver answered
-    signature_valid: bool | None = None  # None: the receiver was not given the secret
+    signature_valid: bool | None = None  # None: the receiver was not given the secrets
     body: dict = field(default_factory=dict)
 
 
@@ -47,8 +52,11 @@ class _Server(ThreadingHTTPServer):
 
 
 class Receiver:
-    def __init__(self, *, secret: str | None = None) -> None:
-        self.secret = secret
+    def __init__(self, *, secret_of: Callable[[int], str] | None = None) -> None:
+        """``secret_of(user_id)``: that user's webhook secret (``whsec_...``); None: the
+        signatures are not checked."""
+        self._secret_of = secret_of
+        self._secrets: dict[int, str] = {}
         self._deliveries: list[Delivery] = []
         self._scripts: dict[str, list[int]] = defaultdict(list)
         self._stalls: dict[str, float] = {}
@@ -131,13 +139,12 @@ class Receiver:
         if stall:
             time.sleep(stall)  # the slow endpoint under test, not synchronisation
         valid = None
-        if self.secret is not None:
+        if self._secret_of is not None:
             valid = verify(
-                secret=self.secret.encode(),
+                secret=self._secret(int(body.get("user_id", 0))),
+                headers=dict(headers.items()),
                 body=raw,
                 now=time.time(),
-                timestamp=headers.get("X-Jobsvc-Timestamp", ""),
-                signature=headers.get("X-Jobsvc-Signature", ""),
             )
         delivery = Delivery(
             job_id=job_id,
@@ -151,6 +158,15 @@ class Receiver:
         with self._lock:
             self._deliveries.append(delivery)
         return status
+
+    def _secret(self, user_id: int) -> str:
+        with self._lock:
+            known = self._secrets.get(user_id)
+        if known is None:
+            known = self._secret_of(user_id)
+            with self._lock:
+                self._secrets[user_id] = known
+        return known
 
     def _handler_class(self):
         receiver = self

@@ -1,5 +1,5 @@
 -- Databases of the postgres-shard-a server of docker-compose.yml (run once, by the
 -- postgres image's entrypoint, when the data volume is empty). Shard i is the i-th URL of
 -- JOBSVC_SHARD_DB_URLS; the schema comes from `manage.py migrate_all`.
-CREATE DATABASE jobsvc_shard_0;
-CREATE DATABASE jobsvc_shard_1;
+CREATE DATABASE jobsvc_shard_0 OWNER jobsvc_owner;
+CREATE DATABASE jobsvc_shard_1 OWNER jobsvc_owner;

@@ -20,5 +20,6 @@ class UserAdmin(DjangoUserAdmin):
         *DjangoUserAdmin.fieldsets,
         ("Scheduling", {"fields": ("job_weight",)}),
         ("Limits", {"fields": ("max_unfinished_jobs", "create_rate_per_second")}),
+        ("Handlers", {"fields": ("kafka_topics",)}),
     )
     add_fieldsets = (*DjangoUserAdmin.add_fieldsets, ("Scheduling", {"fields": ("job_weight",)}))

@@ -63,6 +63,10 @@ class ExpiringCache:
             while len(self._entries) > self._max_size:
                 self._entries.popitem(last=False)
 
+    def discard(self, key: Hashable) -> None:
+        with self._lock:
+            self._entries.pop(key, None)
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()

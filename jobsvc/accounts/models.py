@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractUser
+from django.contrib.postgres.fields import ArrayField
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 
@@ -31,6 +33,22 @@ class User(AbstractUser):
         help_text="Jobs this user may create per second in each API process. Empty: "
         "JOBSVC_USER_CREATE_RATE_PER_SECOND; 0: no limit.",
     )
+    # Granted by staff: the kafka handler publishes this user's jobs only to these.
+    kafka_topics = ArrayField(
+        models.CharField(max_length=249),
+        default=list,
+        blank=True,
+        help_text="Kafka topics this user's kafka-handler jobs may publish to, comma-separated: "
+        "each one of JOBSVC_KAFKA_HANDLER_ALLOWED_TOPICS, never a system topic.",
+    )
+
+    def clean(self) -> None:
+        super().clean()
+        from jobsvc.accounts.kafka_topics import kafka_topic_refusals  # imports this module
+
+        refusals = kafka_topic_refusals(self.kafka_topics)
+        if refusals:
+            raise ValidationError({"kafka_topics": refusals})
 
     class Meta:
         db_table = "accounts_user"
@@ -43,3 +61,25 @@ class User(AbstractUser):
                 name="accounts_user_create_rate_not_negative",
             ),
         ]
+
+
+class WebhookSecret(models.Model):
+    """A user's webhook signing secret (``whsec_...``), and the one it replaced.
+
+    Created on first use (``jobsvc.accounts.webhook_secrets``). After a rotation the
+    previous secret keeps signing beside the new one until ``previous_expires_at``.
+    """
+
+    user = models.OneToOneField(
+        User, on_delete=models.CASCADE, primary_key=True, related_name="webhook_secret"
+    )
+    secret = models.CharField(max_length=100)
+    created_at = models.DateTimeField()
+    previous_secret = models.CharField(max_length=100, blank=True, default="")
+    previous_expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "accounts_webhook_secret"
+
+    def __str__(self) -> str:
+        return f"webhook secret of user {self.user_id}"  # never the secret itself

@@ -2,6 +2,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
 from jobsvc.accounts.apis import LoginApi, RefreshApi, UserCreateApi
+from jobsvc.accounts.webhook_secret_apis import WebhookSecretApi, WebhookSecretRotateApi
 from jobsvc.jobs.apis import (
     JobCancelApi,
     JobDetailApi,
@@ -17,6 +18,10 @@ urlpatterns = [
     path("users", UserCreateApi.as_view(), name="user-create"),
     path("auth/login", LoginApi.as_view(), name="auth-login"),
     path("auth/refresh", RefreshApi.as_view(), name="auth-refresh"),
+    path("me/webhook-secret", WebhookSecretApi.as_view(), name="webhook-secret"),
+    path(
+        "me/webhook-secret/rotate", WebhookSecretRotateApi.as_view(), name="webhook-secret-rotate"
+    ),
     path("me/jobs", JobListCreateApi.as_view(), name="jobs"),
     # Bulk actions by filter; before me/jobs/<job_id>, which would take their names as ids.
     path("me/jobs/cancel", JobsCancelApi.as_view(), name="jobs-cancel"),

@@ -29,6 +29,7 @@ from jobsvc.messaging.consumer_group import (
     topic_message_count,
 )
 from jobsvc.sharding.shards import shard_ids
+from jobsvc.zookeeper import zookeeper_auth
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ def cluster_overview() -> ClusterOverview:
             root=settings.ZK_ROOT,
             shard_ids=ids,
             timeout=PART_TIMEOUT,
+            auth=zookeeper_auth(),
         )
         executors = pool.submit(
             consumer_group_view,

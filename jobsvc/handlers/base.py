@@ -9,6 +9,10 @@ A handler is an object with two methods:
   Raising ``RetryableError`` means "try again later", ``PermanentError`` means "never
   retry"; any other exception counts as retryable (see ``errors``).
 
+Optionally ``check_owner(params, *, user_id) -> None``: called by the API after
+``validate_params`` with the job's owner, to refuse (``InvalidHandlerParams``) what only
+some users may ask for; a handler that has it calls it itself before each run too.
+
 Optionally ``inline = True`` (a class attribute): the handler never blocks, so the
 executor may call it on its own loop thread instead of handing it to the thread pool.
 

@@ -1,20 +1,22 @@
-"""The ``http`` handler: POST the job, signed, to the URL its parameters name.
+"""The ``http`` handler: POST the job, signed with its owner's secret, to the URL it names.
 
 Parameters: ``{"url": "https://hooks.example.com/jobs"}``, and optionally
 ``"method"`` (``POST``, the default, ``PUT`` or ``PATCH``) and ``"headers"`` (up to
 MAX_HEADERS custom headers, ``{"Authorization": "Bearer ..."}``; names are HTTP tokens,
 values printable ASCII without line breaks). The headers the handler sets itself, the
-hop-by-hop ones and any ``X-Jobsvc-*`` are refused (RESERVED_HEADERS). Neither the
-method nor custom headers are covered by the signature, which signs the body. Headers
-are stored with the job and shown to its owner, like the url.
+hop-by-hop ones, any ``webhook-*`` and any ``X-Jobsvc-*`` are refused (RESERVED_HEADERS).
+Neither the method nor custom headers are covered by the signature, which signs the body.
+Header values are write-only: stored with the job to be sent, never shown again
+(``redaction``).
 
 The request: ``<method> <url>`` with a compact UTF-8 JSON body
-``{"job_id", "user_id", "attempt", "message", "params"}``, and the headers
-``Idempotency-Key: <job_id>`` (the same for every attempt of the job, so the receiver can
-drop the duplicates an executor crash, a lost answer or a timeout after the receiver acted
-may cause; ``attempt`` in the body says which attempt it is), ``X-Jobsvc-Timestamp`` and
-``X-Jobsvc-Signature`` (HMAC-SHA256 over ``f"{timestamp}.".encode() + body``; see
-``signing``).
+``{"job_id", "user_id", "attempt", "message", "params"}`` (``params`` without header
+values), and the headers ``Idempotency-Key: <job_id>`` (the same for every attempt of the
+job, so the receiver can drop the duplicates an executor crash, a lost answer or a timeout
+after the receiver acted may cause; ``attempt`` in the body says which attempt it is) and
+the Standard Webhooks headers ``webhook-id``, ``webhook-timestamp`` and
+``webhook-signature``, signed with the job owner's secret(s) (see ``signing``). The
+handler asks ``signing_secrets(user_id)`` for them on every request; the caller caches.
 
 The outcome, by answer:
 
@@ -27,16 +29,18 @@ The outcome, by answer:
 
 The error of an answer that is not 2xx carries its status and an excerpt of its body (at
 most MAX_BODY_EXCERPT_BYTES, decoded as UTF-8 with control characters removed), so the
-job's ``last_error`` and ``attempt_errors`` say why the receiver refused.
+job's ``last_error`` and ``attempt_errors`` say why the receiver refused; not where
+private addresses are allowed, where it would let a job's owner read internal servers.
 
 Where a request may go. URLs come from users, and the executor runs inside the network,
 so a URL must pass these checks when the job is created (``validate_params``) and again
 before every request (an allow-list may have shrunk, a DNS record changed since):
 
 1. scheme ``http`` or ``https``; printable ASCII; no ``user:password@``;
-2. the host is in ``allowed_hosts``: an exact host name or IP address, or
-   ``*.example.com`` for any name below example.com (not example.com itself). An empty
-   list refuses every URL;
+2. the host and port are in ``allowed_hosts``: an exact host name or IP address, or
+   ``*.example.com`` for any name below example.com (not example.com itself); on ports
+   80 and 443 only, unless the entry names its port (``host:8443``, or ``host:*`` for
+   any). An empty list refuses every URL;
 3. unless ``allow_private_addresses``, *every* address the host resolves to is public:
    not loopback, private, link-local, multicast, reserved, unspecified or otherwise
    non-global (an IPv4-mapped IPv6 address is judged by its IPv4 address). A host that
@@ -67,7 +71,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from jobsvc.handlers import http_transport
+from jobsvc.handlers import http_transport, signing
 from jobsvc.handlers.base import JobContext
 from jobsvc.handlers.errors import (
     HandlerConfigError,
@@ -85,10 +89,9 @@ from jobsvc.handlers.http_policy import (
     parse_url,
     resolve_host,
 )
-from jobsvc.handlers.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+from jobsvc.handlers.redaction import public_params
 
 DEFAULT_MAX_TIMEOUT = 30.0  # seconds one request may take, whatever the job's timeout
-MIN_SECRET_BYTES = 32
 METHODS = ("POST", "PUT", "PATCH")
 MAX_HEADERS = 20  # custom headers per job
 MAX_HEADER_VALUE_LENGTH = 2048  # characters
@@ -115,11 +118,14 @@ RESERVED_HEADERS = frozenset(
         "expect",
     }
 )
-_RESERVED_PREFIX = "x-jobsvc-"
+_RESERVED_PREFIXES = ("x-jobsvc-", "webhook-")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
 _HEADER_VALUE = re.compile(r"[\x20-\x7e\t]*")
 
 _USER_AGENT = "jobsvc-executor/1"
+
+# The owner's signing secrets, the newest first (``whsec_...``); raises if none can be had.
+SigningSecrets = Callable[[int], Sequence[str]]
 
 
 class HttpHandler:
@@ -128,22 +134,26 @@ class HttpHandler:
     def __init__(
         self,
         *,
-        secret: str | bytes,
+        signing_secrets: SigningSecrets,
         allowed_hosts: Sequence[str],
         allow_private_addresses: bool = False,
         max_timeout: float = DEFAULT_MAX_TIMEOUT,
         ca_file: str | None = None,  # PEM bundle to trust instead of the system's CAs
+        # Keep an excerpt of a refusing answer's body in the job's error; None: unless
+        # private addresses are allowed (internal servers' answers stay unread).
+        answer_excerpts: bool | None = None,
         resolver: Resolver = resolve_host,  # injectable for testing
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        self._secret = secret.encode() if isinstance(secret, str) else bytes(secret)
-        if len(self._secret) < MIN_SECRET_BYTES:
-            raise HandlerConfigError(f"the signing secret must be >= {MIN_SECRET_BYTES} bytes")
+        self._signing_secrets = signing_secrets
         if not max_timeout > 0:
             raise HandlerConfigError(f"max_timeout must be > 0 seconds, got {max_timeout}")
         self._allowed_hosts = HostAllowList(allowed_hosts)
         self._allow_private = allow_private_addresses
+        self._answer_excerpts = (
+            not allow_private_addresses if answer_excerpts is None else answer_excerpts
+        )
         self._max_timeout = max_timeout
         self._resolver = resolver
         self._clock = clock
@@ -190,7 +200,7 @@ class HttpHandler:
                 "user_id": job.user_id,
                 "attempt": job.attempt,
                 "message": job.message,
-                "params": job.params,
+                "params": public_params(job.params),
             },
             separators=(",", ":"),
             ensure_ascii=False,
@@ -211,16 +221,22 @@ class HttpHandler:
             raise HandlerTimeout(f"{target.display}: no answer in time") from exc
         except (OSError, http.client.HTTPException) as exc:
             raise RetryableError(f"{target.display}: {_reason(exc)}") from exc
-        _judge(target, answer)
+        # Where private addresses are allowed (tests, development), what an internal
+        # server answered is not handed to the job's owner.
+        _judge(target, answer, excerpt=self._answer_excerpts)
 
     def _headers(self, job: JobContext, body: bytes) -> dict[str, str]:
-        timestamp = int(self._wall_clock())
+        signed = signing.headers(
+            signing_secrets=self._signing_secrets(job.user_id),
+            msg_id=signing.message_id(job_id=job.job_id, attempt=job.attempt),
+            timestamp=int(self._wall_clock()),
+            body=body,
+        )
         return {
             "Content-Type": "application/json; charset=utf-8",
             "User-Agent": _USER_AGENT,
             "Idempotency-Key": job.idempotency_key,
-            TIMESTAMP_HEADER: str(timestamp),
-            SIGNATURE_HEADER: sign(secret=self._secret, timestamp=timestamp, body=body),
+            **signed,
             "Connection": "close",
         }
 
@@ -234,9 +250,10 @@ class HttpHandler:
                 "method and headers."
             )
         target = parse_url(params.get("url"))
-        if not self._allowed_hosts.allows(target.host):
+        if not self._allowed_hosts.allows(target.host, target.port):
             raise InvalidHandlerParams(
-                f"url: the host {target.host} is not in the http handler's allow-list."
+                f"url: the host {target.host} on port {target.port} is not in the http "
+                "handler's allow-list."
             )
         return target
 
@@ -252,8 +269,10 @@ class HttpHandler:
         for address in addresses:
             kind = non_public_kind(address)
             if kind is not None:
+                # The address itself is not said: the error would tell a user what an
+                # internal name resolves to.
                 raise InvalidHandlerParams(
-                    f"url: the host {target.host} resolves to a {kind} address ({address}); "
+                    f"url: the host {target.host} resolves to a {kind} address; "
                     "only public addresses are allowed."
                 )
 
@@ -273,7 +292,7 @@ def _custom_headers(value: Any) -> dict[str, str]:
         if not _HEADER_NAME.fullmatch(name):
             raise InvalidHandlerParams(f"headers: {name!r} is not a valid header name.")
         lowered = name.lower()
-        if lowered in RESERVED_HEADERS or lowered.startswith(_RESERVED_PREFIX):
+        if lowered in RESERVED_HEADERS or lowered.startswith(_RESERVED_PREFIXES):
             raise InvalidHandlerParams(
                 f"headers: {name} is set by the http handler or by HTTP itself; it cannot be given."
             )
@@ -289,11 +308,11 @@ def _custom_headers(value: Any) -> dict[str, str]:
     return dict(value)
 
 
-def _judge(target: Target, answer: http_transport.Answer) -> None:
+def _judge(target: Target, answer: http_transport.Answer, *, excerpt: bool) -> None:
     if 200 <= answer.status < 300:
         return
     message = f"{target.display} answered {answer.status} {answer.reason}".rstrip()
-    excerpt = _printable(answer.body_excerpt)
+    excerpt = _printable(answer.body_excerpt) if excerpt else ""
     if excerpt:
         message = f"{message}: {excerpt}"
     if answer.status == 429 or 500 <= answer.status < 600:

@@ -82,36 +82,71 @@ def parse_url(url: Any) -> Target:
 
 
 class HostAllowList:
-    """Exact host names or IP addresses, and ``*.example.com`` for any name below it.
+    """Hosts, each with the ports it may be called on.
 
-    A pattern never matches the domain itself (list ``example.com`` separately) nor an
-    IP address. An empty list allows nothing.
+    An entry is a host and optionally a port: ``hooks.example.com`` (ports 80 and 443
+    only, http's and https's own), ``hooks.example.com:8443`` (that port only) or
+    ``hooks.example.com:*`` (any port: for test receivers on ports picked at random).
+    The host is an exact host name or IP address (an IPv6 address with a port in
+    brackets: ``[2001:db8::1]:8443``), or ``*.example.com`` for any name below
+    example.com; a pattern never matches the domain itself (list ``example.com``
+    separately) nor an IP address. An empty list allows nothing.
     """
 
     def __init__(self, entries: Iterable[str]) -> None:
         if isinstance(entries, str):
             raise HandlerConfigError("allowed_hosts must be a list of hosts, not one string")
-        exact: set[str] = set()
-        suffixes: list[str] = []
+        exact: dict[str, set[int] | None] = {}
+        suffixes: list[tuple[str, frozenset[int] | None]] = []
         for raw in entries:
-            entry = normalise_host(str(raw).strip())
-            if entry.startswith("*.") and _is_host_name(entry[2:]):
-                suffixes.append(entry[1:])  # ".example.com"
-            elif is_ip(entry) or _is_host_name(entry):
-                exact.add(entry)
+            host, ports = _host_and_ports(str(raw).strip(), raw)
+            if host.startswith("*.") and _is_host_name(host[2:]):
+                suffixes.append((host[1:], ports))  # ".example.com"
+            elif is_ip(host) or _is_host_name(host):
+                known = exact.get(host, set())
+                exact[host] = None if known is None or ports is None else known | ports
             else:
                 raise HandlerConfigError(
                     f"allowed_hosts: {raw!r} is neither a host name, an IP address "
                     "nor a *.domain pattern"
                 )
-        self._exact = frozenset(exact)
+        self._exact = exact
         self._suffixes = tuple(suffixes)
 
-    def allows(self, host: str) -> bool:
-        """Whether ``host`` (as ``normalise_host`` returns it) is allowed."""
+    def allows(self, host: str, port: int) -> bool:
+        """Whether ``host`` (as ``normalise_host`` returns it) may be called on ``port``."""
         if host in self._exact:
-            return True
-        return not is_ip(host) and host.endswith(self._suffixes)
+            ports = self._exact[host]
+            if ports is None or port in ports:
+                return True
+        if is_ip(host):
+            return False
+        return any(
+            host.endswith(suffix) and (ports is None or port in ports)
+            for suffix, ports in self._suffixes
+        )
+
+
+_WEB_PORTS = frozenset(DEFAULT_PORTS.values())
+
+
+def _host_and_ports(entry: str, raw: object) -> tuple[str, frozenset[int] | None]:
+    """(normalised host, the ports it allows; None: any) of one allow-list entry."""
+    host, colon, port = entry, "", ""
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        if rest and not rest.startswith(":"):
+            raise HandlerConfigError(f"allowed_hosts: {raw!r} is not [address]:port")
+        colon, port = rest[:1], rest[1:]
+    elif entry.count(":") == 1:
+        host, colon, port = entry.partition(":")
+    if not colon:
+        return normalise_host(host), _WEB_PORTS
+    if port == "*":
+        return normalise_host(host), None
+    if not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        raise HandlerConfigError(f"allowed_hosts: {raw!r} has no valid port after its colon")
+    return normalise_host(host), frozenset({int(port)})
 
 
 def resolve_host(host: str, port: int) -> list[str]:

@@ -64,6 +64,13 @@ class HandlerRegistry:
         """The parameters to store for a job of handler ``name``, or InvalidHandlerParams."""
         return self.get(name).validate_params(params)
 
+    def check_owner(self, name: str, params: dict[str, Any], *, user_id: int) -> None:
+        """InvalidHandlerParams if this user may not run a job with these (validated)
+        parameters; handlers without a ``check_owner`` method accept every user."""
+        check = getattr(self.get(name), "check_owner", None)
+        if check is not None:
+            check(params, user_id=user_id)
+
 
 def _build(name: object, path: object, kwargs: Mapping[str, Any]) -> Handler:
     if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME_LENGTH:

@@ -1,4 +1,9 @@
-"""The handler registry of this process, built from the Django settings."""
+"""The handler registry of this process, built from the Django settings.
+
+The API builds its registry at start-up (``jobsvc.wsgi``, and the system check below for
+``manage.py check`` and ``runserver``), the executor in ``run_executor``: a bad handler
+configuration stops the process there, never fails requests or jobs later.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +11,35 @@ from functools import cache
 from typing import Any
 
 from django.conf import settings
+from django.core import checks
 
+from jobsvc.handlers.errors import HandlerConfigError
 from jobsvc.handlers.registry import HandlerRegistry
+
+
+def reserved_kafka_topics() -> frozenset[str]:
+    """The system's own topics, which the kafka handler may never publish to."""
+    from jobsvc.messaging.topics import configured_topics  # imports the Kafka client
+
+    return frozenset(topic.name for topic in configured_topics())
 
 
 def registry_from_settings(*, producer: Any | None = None) -> HandlerRegistry:
     """Every configured handler; the executor passes the producer the kafka handler uses."""
+    from jobsvc.accounts.kafka_topics import kafka_topics_of
+    from jobsvc.accounts.webhook_secrets import signing_secrets_of
+
     options: dict[str, dict[str, Any]] = {
         "http": {
-            "secret": settings.HTTP_HANDLER_SECRET,
+            "signing_secrets": signing_secrets_of,
             "allowed_hosts": settings.HTTP_HANDLER_ALLOWED_HOSTS,
             "allow_private_addresses": settings.HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES,
             "max_timeout": settings.HTTP_HANDLER_MAX_TIMEOUT,
         },
         "kafka": {
             "allowed_topics": settings.KAFKA_HANDLER_ALLOWED_TOPICS,
-            "reserved_topics": [settings.KAFKA_JOBS_TOPIC, settings.KAFKA_DEAD_LETTER_TOPIC],
+            "topics_of": kafka_topics_of,
+            "reserved_topics": reserved_kafka_topics(),
             "producer": producer,
             "max_timeout": settings.KAFKA_HANDLER_MAX_TIMEOUT,
         },
@@ -36,3 +54,13 @@ def registry_from_settings(*, producer: Any | None = None) -> HandlerRegistry:
 def validation_registry() -> HandlerRegistry:
     """The API's registry: used to check parameters at create time, never to run a job."""
     return registry_from_settings()
+
+
+@checks.register()
+def check_handler_configuration(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """``manage.py check`` (and ``runserver``, ``migrate``): the handlers can be built."""
+    try:
+        registry_from_settings()
+    except HandlerConfigError as exc:
+        return [checks.Error(f"handler configuration: {exc}", id="jobsvc.E001")]
+    return []

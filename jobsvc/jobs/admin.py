@@ -1,10 +1,13 @@
 """Admin for jobs, which live on many databases: one shard is listed at a time.
 
 The shard filter picks the database; a search for a job id goes straight to the shard
-the id names. Jobs are read-only here apart from the cancel and redrive actions.
+the id names. Jobs are read-only here apart from the cancel and redrive actions, and
+their write-only handler parameters (header values) are shown redacted.
 """
 
 from __future__ import annotations
+
+import json
 
 from django.conf import settings
 from django.contrib import admin, messages
@@ -12,6 +15,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from jobsvc import errors
+from jobsvc.handlers.redaction import public_params
 from jobsvc.jobs.models import Job
 from jobsvc.jobs.services import job_cancel, job_retry
 from jobsvc.sharding.ids import InvalidJobId, shard_of
@@ -45,6 +49,7 @@ class JobAdmin(admin.ModelAdmin):
     ordering = ("-id",)
     show_full_result_count = False
     actions = ["cancel_jobs", "redrive_jobs"]
+    exclude = ("handler_params",)  # shown redacted instead: public_handler_params
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
         return Job.objects.using(_selected_alias(request))
@@ -67,7 +72,12 @@ class JobAdmin(admin.ModelAdmin):
             return None
 
     def get_readonly_fields(self, request, obj=None):
-        return [field.name for field in Job._meta.fields]
+        fields = [field.name for field in Job._meta.fields if field.name != "handler_params"]
+        return [*fields, "public_handler_params"]
+
+    @admin.display(description="handler params")
+    def public_handler_params(self, obj: Job) -> str:
+        return json.dumps(public_params(obj.handler_params), ensure_ascii=False)
 
     def has_add_permission(self, request):
         return False

@@ -114,9 +114,9 @@ class JobListCreateApi(APIView):
         is_bulk = isinstance(request.data, list)
         try:
             if is_bulk:
-                specs = parse_job_specs(request.data, now=now)
+                specs = parse_job_specs(request.data, now=now, user_id=request.user.pk)
             else:
-                specs = [parse_job_spec(request.data, now=now)]
+                specs = [parse_job_spec(request.data, now=now, user_id=request.user.pk)]
         except SpecErrors as exc:
             raise ValidationError(exc.detail) from None
         jobs_create_admit(user=request.user, jobs=len(specs))

@@ -23,9 +23,12 @@ class HandlerSpecError(ValueError):
         self.field = field
 
 
-def validate_handler(*, name: Any, params: Any) -> tuple[str, dict]:
-    """Return (name, validated params); raise HandlerSpecError naming the bad field."""
+def validate_handler(*, name: Any, params: Any, user_id: int | None = None) -> tuple[str, dict]:
+    """Return (name, validated params); raise HandlerSpecError naming the bad field.
+
+    ``user_id``: the job's owner, for the checks that depend on it (None: skip them).
+    """
     try:
-        return _validate(name=name, params=params, registry=validation_registry())
+        return _validate(name=name, params=params, registry=validation_registry(), user_id=user_id)
     except (InvalidHandlerParams, UnknownHandler) as exc:
         raise HandlerSpecError(str(exc).strip("'\""), field=exc.field) from None

@@ -11,6 +11,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from jobsvc.handlers.redaction import public_params
 from jobsvc.jobs.models import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, Job, JobStatus
 from jobsvc.jobs.selectors import JobFilter
 from jobsvc.jobs.specs import parse_aware_datetime
@@ -35,7 +36,7 @@ def job_to_dict(job: Job | JobRow) -> dict[str, Any]:
         "execute_at": _iso(job.execute_at),
         "shard_id": job.shard_id,
         "handler": job.handler,
-        "handler_params": job.handler_params,
+        "handler_params": public_params(job.handler_params),
         "priority": job.priority,
         "attempts": job.attempts,
         "max_attempts": job.max_attempts,

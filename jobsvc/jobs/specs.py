@@ -44,8 +44,11 @@ class SpecErrors(Exception):
         self.detail = detail
 
 
-def parse_job_spec(raw: Any, *, now: datetime) -> JobSpec:
-    """Validate one job request body; raise SpecErrors with field errors."""
+def parse_job_spec(raw: Any, *, now: datetime, user_id: int | None = None) -> JobSpec:
+    """Validate one job request body; raise SpecErrors with field errors.
+
+    ``user_id``: the job's owner, whose handler grants are checked (None: not checked).
+    """
     errors: FieldErrors = {}
     if not isinstance(raw, dict):
         raise SpecErrors(
@@ -84,7 +87,7 @@ def parse_job_spec(raw: Any, *, now: datetime) -> JobSpec:
     if raw.get("handler") is not None or raw.get("handler_params") is not None:
         try:
             handler, handler_params = validate_handler(
-                name=raw.get("handler"), params=raw.get("handler_params")
+                name=raw.get("handler"), params=raw.get("handler_params"), user_id=user_id
             )
         except HandlerSpecError as exc:
             errors[exc.field] = [str(exc)]
@@ -138,7 +141,7 @@ def parse_reschedule(raw: Any, *, now: datetime) -> RescheduleSpec:
     return RescheduleSpec(execute_at=execute_at, message=message)
 
 
-def parse_job_specs(raw: Any, *, now: datetime) -> list[JobSpec]:
+def parse_job_specs(raw: Any, *, now: datetime, user_id: int | None = None) -> list[JobSpec]:
     """Validate a bulk request (a JSON list); all jobs must be valid, or none is created."""
     limit = settings.MAX_BULK_JOBS
     if not isinstance(raw, list) or not raw:
@@ -151,7 +154,7 @@ def parse_job_specs(raw: Any, *, now: datetime) -> list[JobSpec]:
     problems: list[Any] = []
     for item in raw:
         try:
-            specs.append(parse_job_spec(item, now=now))
+            specs.append(parse_job_spec(item, now=now, user_id=user_id))
             problems.append({})
         except SpecErrors as exc:
             problems.append(exc.detail)

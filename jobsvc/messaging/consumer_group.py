@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from jobsvc.messaging.client_security import kafka_security_config
+
 
 class MessagingUnavailable(Exception):
     """The broker did not answer in time, or answered with an error."""
@@ -108,6 +110,7 @@ def _admin(bootstrap: str, timeout: float) -> AdminClient:
     return AdminClient(
         {
             "bootstrap.servers": bootstrap,
+            **kafka_security_config(),
             "socket.connection.setup.timeout.ms": str(max(1000, milliseconds)),  # its minimum
             "socket.timeout.ms": str(milliseconds),
             # A broker that cannot be reached is reported by the call that needed it (the

@@ -1,7 +1,9 @@
 """The message sent to the dead-letter topic when a job has finally failed, version 1.
 
 It carries everything needed to investigate or replay the job: the job itself, every
-attempt's error, and the timestamps.
+attempt's error, and the timestamps. Write-only parameters (the http handler's header
+values) are not in it: they show as ``***`` (``jobsvc.handlers.redaction``), so whoever
+reads the topic never sees a tenant's credentials; a replay must supply them again.
 
 Its key is the job id. A job fails for good once, so the job id identifies its dead
 letter: delivery to the topic is at least once (a worker that dies after the broker
@@ -24,6 +26,7 @@ from typing import Any, Protocol
 
 from prometheus_client import Counter
 
+from jobsvc.handlers.redaction import public_params
 from jobsvc.messaging.job_message import utc_iso
 
 SCHEMA_VERSION = 1
@@ -100,7 +103,7 @@ class DeadLetter:
                 "shard_id": self.shard_id,
                 "user_id": self.user_id,
                 "handler": self.handler,
-                "handler_params": self.handler_params,
+                "handler_params": public_params(self.handler_params),
                 "message": self.message,
                 "attempts": self.attempts,
                 "max_attempts": self.max_attempts,

@@ -18,6 +18,8 @@ from typing import Protocol
 from confluent_kafka import KafkaException
 from confluent_kafka import Producer as KafkaProducer
 
+from jobsvc.messaging.client_security import kafka_security_config
+
 logger = logging.getLogger(__name__)
 
 _ANY_PARTITION = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the partitioner picks (by key)
@@ -68,7 +70,7 @@ class _Batch:
 
 class Producer(Protocol):
     """What a worker sends messages through: a BatchProducer, or what wraps some
-    (jobsvc.messaging.renewing_producer, jobsvc.messaging.producers_by_topic)."""
+    (jobsvc.messaging.renewing_producer)."""
 
     def send(
         self,
@@ -83,7 +85,12 @@ class Producer(Protocol):
     def partition_count(self, topic: str) -> int | None: ...
 
     def publish(
-        self, topic: str, messages: Sequence[tuple[bytes, bytes]], *, timeout: float
+        self,
+        topic: str,
+        messages: Sequence[tuple[bytes, bytes]],
+        *,
+        timeout: float,
+        headers: Sequence[tuple[str, bytes]] = (),
     ) -> list[int]: ...
 
 
@@ -92,6 +99,7 @@ class BatchProducer:
         self._producer = KafkaProducer(
             {
                 "bootstrap.servers": bootstrap,
+                **kafka_security_config(),
                 "client.id": client_id,
                 "enable.idempotence": True,
                 "acks": "all",
@@ -120,6 +128,7 @@ class BatchProducer:
         on_done: Callable[[list[int]], None] | None = None,
         timeout: float,
         partitions: Sequence[int] | None = None,
+        headers: Sequence[tuple[str, bytes]] = (),
     ) -> _Batch:
         """Publish (key, value) pairs without waiting for the broker.
 
@@ -131,13 +140,13 @@ class BatchProducer:
         messages that failed at once) and must be quick. Every message is reported:
         librdkafka fails one it could not deliver within ``message.timeout.ms``.
         ``timeout`` bounds the wait for room in a full local queue; a message that finds
-        none fails.
+        none fails. ``headers`` go on every message of the batch.
         """
         batch = _Batch(len(messages), on_done)
         deadline = time.monotonic() + timeout
         for index, (key, value) in enumerate(messages):
             target = _ANY_PARTITION if partitions is None else partitions[index]
-            self._produce(topic, key, value, target, batch.reporter(index), deadline)
+            self._produce(topic, key, value, target, headers, batch.reporter(index), deadline)
         return batch
 
     def partition_count(self, topic: str) -> int | None:
@@ -160,11 +169,16 @@ class BatchProducer:
         return count
 
     def publish(
-        self, topic: str, messages: Sequence[tuple[bytes, bytes]], *, timeout: float
+        self,
+        topic: str,
+        messages: Sequence[tuple[bytes, bytes]],
+        *,
+        timeout: float,
+        headers: Sequence[tuple[str, bytes]] = (),
     ) -> list[int]:
         """Publish (key, value) pairs; return the indexes NOT acknowledged within timeout."""
         deadline = time.monotonic() + timeout
-        batch = self.send(topic, messages, timeout=timeout)
+        batch = self.send(topic, messages, timeout=timeout, headers=headers)
         batch.done.wait(max(0.0, deadline - time.monotonic()))
         unacknowledged = batch.unacknowledged()
         if unacknowledged:
@@ -177,12 +191,20 @@ class BatchProducer:
         return unacknowledged
 
     def _produce(
-        self, topic: str, key: bytes, value: bytes, partition: int, callback, deadline: float
+        self,
+        topic: str,
+        key: bytes,
+        value: bytes,
+        partition: int,
+        headers: Sequence[tuple[str, bytes]],
+        callback,
+        deadline: float,
     ) -> None:
+        extra = {"headers": list(headers)} if headers else {}
         while True:
             try:
                 self._producer.produce(
-                    topic, value=value, key=key, partition=partition, on_delivery=callback
+                    topic, value=value, key=key, partition=partition, on_delivery=callback, **extra
                 )
                 return
             except BufferError:

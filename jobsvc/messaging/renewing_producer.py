@@ -61,10 +61,15 @@ class RenewingProducer:
         return self._current.partition_count(topic)
 
     def publish(
-        self, topic: str, messages: Sequence[tuple[bytes, bytes]], *, timeout: float
+        self,
+        topic: str,
+        messages: Sequence[tuple[bytes, bytes]],
+        *,
+        timeout: float,
+        headers: Sequence[tuple[str, bytes]] = (),
     ) -> list[int]:
         producer = self._current
-        failed = producer.publish(topic, messages, timeout=timeout)
+        failed = producer.publish(topic, messages, timeout=timeout, headers=headers)
         self._check(producer, sent=len(messages), failed=failed)
         return failed
 

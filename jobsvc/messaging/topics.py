@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from jobsvc.messaging.client_security import kafka_security_config
+
 logger = logging.getLogger(__name__)
 
 _ADMIN_TIMEOUT = 10.0  # seconds one admin request may take
@@ -78,7 +80,11 @@ def ensure_topics(
 ) -> None:
     """Create each topic unless it exists; retry while the broker is starting."""
     admin = AdminClient(
-        {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 3000}
+        {
+            "bootstrap.servers": bootstrap,
+            **kafka_security_config(),
+            "socket.connection.setup.timeout.ms": 3000,
+        }
     )
     deadline = time.monotonic() + timeout_seconds
     missing = list(topics)
@@ -112,7 +118,7 @@ def verify_topics(*, bootstrap: str, topics: list[TopicSpec], timeout: float) ->
     """Raise ``TopicsTooWeak`` naming every topic weaker than its spec (missing, fewer
     replicas on a partition, a lower ``min.insync.replicas``, unclean leader election on);
     ``TopicsUnavailable`` if the broker cannot be asked within ``timeout`` seconds."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **kafka_security_config(), "log_level": 2})
     try:
         metadata = admin.list_topics(timeout=timeout).topics
         described = {

@@ -35,7 +35,7 @@ def handler_settings(settings):
 
     Loopback is allowed here, as in the end-to-end tests, unless a test turns it off.
     """
-    settings.HTTP_HANDLER_ALLOWED_HOSTS = ["127.0.0.1", "*.example.com"]
+    settings.HTTP_HANDLER_ALLOWED_HOSTS = ["127.0.0.1:*", "*.example.com"]
     settings.HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES = True
     settings.KAFKA_HANDLER_ALLOWED_TOPICS = [USER_TOPIC]
     validation_registry.cache_clear()
@@ -99,10 +99,31 @@ def test_a_host_matching_a_wildcard_entry_is_accepted(user_client):
     assert job["handler_params"] == {"url": url}
 
 
-def test_a_kafka_job_to_an_allowed_topic_is_accepted(user_client):
+@pytest.fixture
+def granted(user):
+    """The user may publish to USER_TOPIC (staff granted it)."""
+    user.kafka_topics = [USER_TOPIC]
+    user.save()
+    return user
+
+
+def test_a_kafka_job_to_a_topic_granted_to_its_owner_is_accepted(user_client, granted):
     job = create_job(user_client, with_handler("kafka", {"topic": USER_TOPIC}))
 
     assert (job["handler"], job["handler_params"]) == ("kafka", {"topic": USER_TOPIC})
+
+
+def test_a_kafka_job_to_an_allowed_topic_not_granted_to_its_owner_is_refused(
+    user_client, other_user
+):
+    other_user.kafka_topics = [USER_TOPIC]  # granted to someone else only
+    other_user.save()
+
+    response = post_jobs(user_client, with_handler("kafka", {"topic": USER_TOPIC}))
+
+    error = error_of(response, 400)
+    assert "not one of the topics this account may publish to" in str(error["fields"])
+    assert "handler_params" in error["fields"]
 
 
 def test_limits_at_their_bounds_are_accepted(user_client):
@@ -289,7 +310,7 @@ def test_a_failed_job_shows_its_attempts_and_last_error(user_client):
     ],
     ids=["handler", "handler_params"],
 )
-def test_a_retry_with_another_handler_is_a_conflict(user_client, user, change):
+def test_a_retry_with_another_handler_is_a_conflict(user_client, granted, user, change):
     body = with_handler("http", {"url": RECEIVER})
     create_job(user_client, body, key="handler-retry")
 
@@ -299,10 +320,14 @@ def test_a_retry_with_another_handler_is_a_conflict(user_client, user, change):
     assert job_count(user.pk) == 1
 
 
-def test_an_http_job_keeps_its_method_and_headers(user_client):
+def test_an_http_job_keeps_its_method_and_headers_but_never_shows_header_values(user_client):
     params = {"url": RECEIVER, "method": "PATCH", "headers": {"Authorization": "Bearer t"}}
 
     created = create_job(user_client, with_handler("http", params))
+    read = user_client.get(job_url(created["id"])).json()["data"]
+    listed = user_client.get("/api/v1/me/jobs").json()["data"]
 
-    assert created["handler_params"] == params
-    assert stored_job(created["id"]).handler_params == params
+    shown = {**params, "headers": {"Authorization": "***"}}
+    assert created["handler_params"] == read["handler_params"] == shown
+    assert [job["handler_params"] for job in listed] == [shown]
+    assert stored_job(created["id"]).handler_params == params  # what the executor sends

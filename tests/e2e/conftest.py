@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import pytest
 from django.conf import settings
 
+from jobsvc.accounts.webhook_secrets import webhook_secret_get
 from jobsvc.messaging.topics import ensure_topics, jobs_topics
 from tools.bench.processes import WorkerProcess
 from tools.devstack.kafka import KafkaBroker
@@ -103,7 +104,7 @@ def start_worker(
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    server = Receiver(secret=os.environ["JOBSVC_HTTP_HANDLER_SECRET"]).start()
+    server = Receiver(secret_of=lambda user_id: webhook_secret_get(user_id=user_id).secret).start()
     yield server
     server.stop()
 

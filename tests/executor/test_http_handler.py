@@ -7,6 +7,7 @@ The server answers by path: ``/status/<code>``, ``/redirect`` (302 to ``/target`
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from standardwebhooks.webhooks import Webhook
 
 from jobsvc.handlers.base import JobContext
 from jobsvc.handlers.errors import (
@@ -32,8 +34,16 @@ from jobsvc.handlers.errors import (
 from jobsvc.handlers.http import HttpHandler
 from jobsvc.handlers.signing import verify
 
-SECRET = b"test-secret-of-at-least-32-bytes!!"
-NOW = 1_767_225_600  # the handler's wall clock, for X-Jobsvc-Timestamp
+KEY = b"test-secret-of-at-least-32-bytes!!"
+SECRET = "whsec_" + base64.b64encode(KEY).decode()  # user 7's
+NOW = 1_767_225_600  # the handler's wall clock, for webhook-timestamp
+
+
+def secrets_of(user_id: int) -> list[str]:
+    assert user_id == 7, "the delivery is signed with its owner's secret"
+    return [SECRET]
+
+
 TIME_LIMIT = 3.0  # seconds a timing-out test may take at most (its timeouts are ~0.3 s)
 TRICKLE_INTERVAL = 0.05  # seconds between the bytes of /trickle
 
@@ -119,8 +129,8 @@ def server() -> Iterator[_Server]:
 @pytest.fixture
 def handler() -> HttpHandler:
     return HttpHandler(
-        secret=SECRET,
-        allowed_hosts=["127.0.0.1"],
+        signing_secrets=secrets_of,
+        allowed_hosts=["127.0.0.1:*"],
         allow_private_addresses=True,
         wall_clock=lambda: NOW + 0.7,
     )
@@ -145,28 +155,31 @@ def job(target: str, *, timeout: float = 10.0, attempt: int = 2) -> JobContext:
 # --- The request ---------------------------------------------------------------------------
 
 
-def test_the_signature_verifies_with_the_secret_over_the_exact_bytes_received(server, handler):
+def test_the_delivery_is_signed_with_its_owners_secret_in_the_standard_format(server, handler):
     handler.handle(job(url(server, "/status/200")))
 
     [request] = server.received
-    timestamp = request.headers["X-Jobsvc-Timestamp"]
-    expected = hmac.new(SECRET, f"{timestamp}.".encode() + request.body, hashlib.sha256)
-    assert timestamp == str(NOW)
-    assert request.headers["X-Jobsvc-Signature"] == f"sha256={expected.hexdigest()}"
-    assert verify(
-        secret=SECRET,
-        timestamp=timestamp,
-        body=request.body,
-        signature=request.headers["X-Jobsvc-Signature"],
-        now=NOW + 5,
+    headers = {name.lower(): value for name, value in request.headers.items()}
+    assert headers["webhook-id"] == "2bH5Yk3sQeM1pZ0x9LwVnR4tUa7_2"  # job and attempt
+    assert headers["webhook-timestamp"] == str(NOW)
+    signed = f"2bH5Yk3sQeM1pZ0x9LwVnR4tUa7_2.{NOW}.".encode() + request.body
+    expected = base64.b64encode(hmac.new(KEY, signed, hashlib.sha256).digest()).decode()
+    assert headers["webhook-signature"] == f"v1,{expected}"
+    assert verify(secret=SECRET, headers=request.headers, body=request.body, now=NOW + 5)
+    assert not verify(secret=SECRET, headers=request.headers, body=request.body + b" ", now=NOW + 5)
+
+
+def test_a_live_delivery_verifies_with_the_standard_webhooks_library(server):
+    live = HttpHandler(
+        signing_secrets=secrets_of, allowed_hosts=["127.0.0.1:*"], allow_private_addresses=True
     )
-    assert not verify(
-        secret=SECRET,
-        timestamp=timestamp,
-        body=request.body + b" ",
-        signature=request.headers["X-Jobsvc-Signature"],
-        now=NOW + 5,
-    )
+
+    live.handle(job(url(server, "/status/200")))
+
+    [request] = server.received
+    body = Webhook(SECRET).verify(request.body, request.headers)
+    assert body["job_id"] == "2bH5Yk3sQeM1pZ0x9LwVnR4tUa7"
+    assert body["user_id"] == 7
 
 
 def test_the_job_is_posted_as_json_with_the_jobs_idempotency_key(server, handler):
@@ -192,13 +205,7 @@ def test_a_stale_timestamp_does_not_verify(server, handler):
     handler.handle(job(url(server, "/status/200")))
 
     [request] = server.received
-    assert not verify(
-        secret=SECRET,
-        timestamp=request.headers["X-Jobsvc-Timestamp"],
-        body=request.body,
-        signature=request.headers["X-Jobsvc-Signature"],
-        now=NOW + 301,
-    )
+    assert not verify(secret=SECRET, headers=request.headers, body=request.body, now=NOW + 301)
 
 
 # --- Outcomes ------------------------------------------------------------------------------
@@ -262,7 +269,10 @@ def test_a_server_that_hangs_past_the_deadline_times_out_quickly(server, handler
 
 def test_the_handlers_cap_bounds_a_request_when_the_job_allows_longer(server):
     capped = HttpHandler(
-        secret=SECRET, allowed_hosts=["127.0.0.1"], allow_private_addresses=True, max_timeout=0.3
+        signing_secrets=secrets_of,
+        allowed_hosts=["127.0.0.1:*"],
+        allow_private_addresses=True,
+        max_timeout=0.3,
     )
     started = time.monotonic()
 
@@ -299,8 +309,8 @@ def test_the_connection_goes_to_the_checked_address_while_host_keeps_the_name(se
         return ["127.0.0.1"]
 
     pinned = HttpHandler(
-        secret=SECRET,
-        allowed_hosts=["hooks.example.com"],
+        signing_secrets=secrets_of,
+        allowed_hosts=["hooks.example.com:*"],
         allow_private_addresses=True,
         resolver=resolver,
     )
@@ -315,8 +325,8 @@ def test_the_connection_goes_to_the_checked_address_while_host_keeps_the_name(se
 def test_a_host_that_now_resolves_to_a_private_address_is_refused_without_a_request(server):
     answers = iter([["93.184.215.14"], ["127.0.0.1"]])  # a public answer, then a rebind
     handler = HttpHandler(
-        secret=SECRET,
-        allowed_hosts=["hooks.example.com"],
+        signing_secrets=secrets_of,
+        allowed_hosts=["hooks.example.com:*"],
         resolver=lambda host, port: next(answers),
     )
     target = url(server, "/status/200", host="hooks.example.com")
@@ -329,7 +339,9 @@ def test_a_host_that_now_resolves_to_a_private_address_is_refused_without_a_requ
 
 
 def test_a_host_removed_from_the_allow_list_since_create_fails_permanently(server):
-    handler = HttpHandler(secret=SECRET, allowed_hosts=[], allow_private_addresses=True)
+    handler = HttpHandler(
+        signing_secrets=secrets_of, allowed_hosts=[], allow_private_addresses=True
+    )
 
     with pytest.raises(PermanentError, match="allow-list"):
         handler.handle(job(url(server, "/status/200")))
@@ -342,8 +354,8 @@ def test_a_failing_name_lookup_at_call_time_is_retryable(server):
         raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
 
     handler = HttpHandler(
-        secret=SECRET,
-        allowed_hosts=["hooks.example.com"],
+        signing_secrets=secrets_of,
+        allowed_hosts=["hooks.example.com:*"],
         allow_private_addresses=True,
         resolver=resolver,
     )
@@ -388,8 +400,8 @@ def tls_server(certificate) -> Iterator[_Server]:
 @pytest.fixture
 def tls_handler(certificate) -> HttpHandler:
     return HttpHandler(
-        secret=SECRET,
-        allowed_hosts=["localhost"],
+        signing_secrets=secrets_of,
+        allowed_hosts=["localhost:*"],
         allow_private_addresses=True,
         ca_file=certificate[0],
         resolver=lambda host, port: ["127.0.0.1"],
@@ -405,8 +417,8 @@ def test_https_verifies_the_certificate_against_the_host_name(tls_server, tls_ha
 
 def test_https_to_a_server_with_an_untrusted_certificate_is_retryable(tls_server):
     handler = HttpHandler(
-        secret=SECRET,
-        allowed_hosts=["localhost"],
+        signing_secrets=secrets_of,
+        allowed_hosts=["localhost:*"],
         allow_private_addresses=True,
         resolver=lambda host, port: ["127.0.0.1"],
     )

@@ -3,6 +3,7 @@ a failed answer leaves on the attempt (its status and an excerpt of its body).""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from jobsvc.handlers.errors import InvalidHandlerParams, PermanentError, Retryab
 from jobsvc.handlers.http import MAX_BODY_EXCERPT_BYTES, HttpHandler
 from jobsvc.handlers.signing import verify
 
-SECRET = b"test-secret-of-at-least-32-bytes!!"
+SECRET = "whsec_" + "c2VjcmV0" * 4
 NOW = 1_767_225_600
 
 
@@ -71,9 +72,10 @@ def server() -> Iterator[_Server]:
 @pytest.fixture
 def handler() -> HttpHandler:
     return HttpHandler(
-        secret=SECRET,
-        allowed_hosts=["127.0.0.1"],
+        signing_secrets=lambda user_id: [SECRET],
+        allowed_hosts=["127.0.0.1:*"],
         allow_private_addresses=True,
+        answer_excerpts=True,  # what a deployment without private addresses keeps
         wall_clock=lambda: NOW,
     )
 
@@ -98,13 +100,7 @@ def test_the_job_is_sent_with_the_method_it_names(handler, server, method):
 
     [received] = server.received
     assert received.method == method.upper()
-    assert verify(
-        secret=SECRET,
-        timestamp=received.headers["X-Jobsvc-Timestamp"],
-        signature=received.headers["X-Jobsvc-Signature"],
-        body=received.body,
-        now=NOW,
-    )
+    assert verify(secret=SECRET, headers=received.headers, body=received.body, now=NOW)
 
 
 def test_without_a_method_it_is_post_and_params_stay_as_they_were(handler, server):
@@ -128,6 +124,14 @@ def test_custom_headers_are_sent(handler, server):
     [received] = server.received
     assert received.headers["Authorization"] == "Bearer abc"
     assert received.headers["X-Tenant"] == "blue"
+
+
+def test_header_values_stay_out_of_the_delivered_body(handler, server):
+    run(handler, {"url": url(server), "headers": {"Authorization": "Bearer abc"}})
+
+    [received] = server.received
+    assert b"Bearer abc" not in received.body
+    assert json.loads(received.body)["params"]["headers"] == {"Authorization": "***"}
 
 
 def test_stored_headers_are_what_was_given(handler, server):
@@ -154,6 +158,9 @@ def test_stored_headers_are_what_was_given(handler, server):
         "X-Jobsvc-Signature",
         "x-jobsvc-timestamp",
         "X-Jobsvc-Anything",
+        "webhook-id",
+        "Webhook-Signature",
+        "webhook-timestamp",
         "User-Agent",
     ],
 )
@@ -211,6 +218,21 @@ def test_a_failed_answer_records_its_status_and_body(handler, server):
     message = str(failed.value)
     assert "422" in message
     assert "customer 17 does not exist" in message
+
+
+def test_where_private_addresses_are_allowed_an_answers_body_is_not_recorded(server):
+    internal = HttpHandler(
+        signing_secrets=lambda user_id: [SECRET],
+        allowed_hosts=["127.0.0.1:*"],
+        allow_private_addresses=True,
+    )
+    server.answers["/hook"] = (403, b"internal admin console: secret stuff")
+
+    with pytest.raises(PermanentError) as failed:
+        run(internal, {"url": url(server)})
+
+    assert "403" in str(failed.value)
+    assert "secret stuff" not in str(failed.value)
 
 
 def test_a_retryable_answer_records_its_body_too(handler, server):

@@ -10,7 +10,7 @@ import pytest
 from jobsvc.handlers.errors import HandlerConfigError, InvalidHandlerParams
 from jobsvc.handlers.http import HttpHandler
 
-SECRET = "s" * 32
+SECRET = "whsec_" + "c2VjcmV0" * 4  # 24 bytes
 PUBLIC_V4 = "93.184.215.14"
 PUBLIC_V6 = "2606:4700:4700::1111"
 
@@ -36,7 +36,9 @@ def fake_resolver(host: str, port: int) -> list[str]:
 
 def make_handler(allowed_hosts, **kwargs) -> HttpHandler:
     kwargs.setdefault("resolver", fake_resolver)
-    return HttpHandler(secret=SECRET, allowed_hosts=allowed_hosts, **kwargs)
+    return HttpHandler(
+        signing_secrets=lambda user_id: [SECRET], allowed_hosts=allowed_hosts, **kwargs
+    )
 
 
 def refusal(handler: HttpHandler, params) -> str:
@@ -62,7 +64,7 @@ def test_host_names_are_compared_case_insensitively_and_without_a_trailing_dot(h
 
 
 def test_an_ipv6_host_with_a_public_address_is_accepted(handler):
-    assert handler.validate_params({"url": "http://v6.example.com:8080/"})
+    assert handler.validate_params({"url": "http://v6.example.com/"})
 
 
 @pytest.mark.parametrize(
@@ -179,21 +181,27 @@ def test_ip_addresses_in_the_allow_list_match_whatever_their_spelling():
     handler = make_handler(["[2606:4700:4700:0::1111]", PUBLIC_V4])
 
     assert handler.validate_params({"url": "http://[2606:4700:4700::1111]/"})
-    assert handler.validate_params({"url": f"http://{PUBLIC_V4}:8080/"})
+    assert handler.validate_params({"url": f"http://{PUBLIC_V4}/"})
 
 
 @pytest.mark.parametrize(
     "allowed_hosts",
-    ["hooks.example.com", ["*example.com"], ["hooks.*.com"], ["*"], ["https://x.com"], [""]],
+    [
+        "hooks.example.com",
+        ["*example.com"],
+        ["hooks.*.com"],
+        ["*"],
+        ["https://x.com"],
+        [""],
+        ["hooks.example.com:"],
+        ["hooks.example.com:0"],
+        ["hooks.example.com:http"],
+        ["[2606:4700:4700::1111]8080"],
+    ],
 )
 def test_a_malformed_allow_list_stops_the_handler_at_construction(allowed_hosts):
     with pytest.raises(HandlerConfigError):
         make_handler(allowed_hosts)
-
-
-def test_a_short_signing_secret_stops_the_handler_at_construction():
-    with pytest.raises(HandlerConfigError, match="secret"):
-        HttpHandler(secret="short", allowed_hosts=[])
 
 
 # --- Addresses ---------------------------------------------------------------------------
@@ -222,9 +230,11 @@ def test_a_short_signing_secret_stops_the_handler_at_construction():
     ],
 )
 def test_an_ip_address_that_is_not_public_is_refused_even_when_allow_listed(url, kind):
-    handler = make_handler([urlsplit(url).hostname])
+    host = urlsplit(url).hostname
+    handler = make_handler([f"[{host}]:*" if ":" in host else f"{host}:*"])
 
-    assert f"a {kind} address" in refusal(handler, {"url": url})
+    message = refusal(handler, {"url": url})
+    assert f"a {kind} address" in message
 
 
 @pytest.mark.parametrize(
@@ -249,9 +259,13 @@ def test_every_resolved_address_is_checked_not_only_the_first(host):
 
 
 def test_localhost_is_refused_through_the_real_resolver():
-    handler = HttpHandler(secret=SECRET, allowed_hosts=["localhost"])
+    handler = HttpHandler(
+        signing_secrets=lambda user_id: [SECRET], allowed_hosts=["localhost:8000"]
+    )
 
-    assert "a loopback address" in refusal(handler, {"url": "http://localhost:8000/"})
+    message = refusal(handler, {"url": "http://localhost:8000/"})
+    assert "a loopback address" in message
+    assert "127.0.0.1" not in message  # what an internal name resolves to is not said
 
 
 def test_a_host_that_does_not_resolve_is_refused_at_create_time():
@@ -265,7 +279,7 @@ def test_private_addresses_may_be_allowed_and_then_nothing_is_resolved_at_create
         raise AssertionError("resolved")
 
     handler = make_handler(
-        ["127.0.0.1", "localhost", "internal.example.com"],
+        ["127.0.0.1:8000", "localhost", "internal.example.com"],
         allow_private_addresses=True,
         resolver=no_dns,
     )
@@ -273,3 +287,38 @@ def test_private_addresses_may_be_allowed_and_then_nothing_is_resolved_at_create
     assert handler.validate_params({"url": "http://127.0.0.1:8000/"})
     assert handler.validate_params({"url": "http://localhost/"})
     assert handler.validate_params({"url": "https://internal.example.com/"})
+
+
+# --- Ports ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [
+        ("https://hooks.example.com/", True),
+        ("http://hooks.example.com/", True),
+        ("https://hooks.example.com:443/", True),
+        ("https://hooks.example.com:8443/", False),
+        ("http://hooks.example.com:25/", False),
+        ("http://hooks.example.com:6379/", False),
+    ],
+)
+def test_a_host_without_a_port_allows_the_web_ports_only(url, allowed):
+    handler = make_handler(["hooks.example.com", "*.example.com"])
+
+    if allowed:
+        assert handler.validate_params({"url": url})
+    else:
+        assert "on port" in refusal(handler, {"url": url})
+
+
+def test_an_entry_with_a_port_allows_that_port_and_a_star_any():
+    handler = make_handler(
+        ["hooks.example.com:8443", "*.hooks.example.com:*", f"[{PUBLIC_V6}]:9000"]
+    )
+
+    assert handler.validate_params({"url": "https://hooks.example.com:8443/"})
+    assert "on port 443" in refusal(handler, {"url": "https://hooks.example.com/"})
+    assert handler.validate_params({"url": "http://deep.hooks.example.com:6379/"})
+    assert handler.validate_params({"url": f"http://[{PUBLIC_V6}]:9000/"})
+    assert "on port 80" in refusal(handler, {"url": f"http://[{PUBLIC_V6}]/"})

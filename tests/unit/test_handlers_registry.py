@@ -19,8 +19,16 @@ from jobsvc.handlers.registry import BUILTIN_HANDLERS, HandlerRegistry
 from jobsvc.handlers.validation import validate_handler
 
 OPTIONS = {
-    "http": {"secret": "s" * 32, "allowed_hosts": ["127.0.0.1"], "allow_private_addresses": True},
-    "kafka": {"allowed_topics": ["events"], "reserved_topics": ["jobs", "jobs.dead-letter"]},
+    "http": {
+        "signing_secrets": lambda user_id: ["whsec_" + "c2VjcmV0" * 4],
+        "allowed_hosts": ["127.0.0.1"],
+        "allow_private_addresses": True,
+    },
+    "kafka": {
+        "allowed_topics": ["events"],
+        "reserved_topics": ["jobs", "jobs.dead-letter"],
+        "topics_of": lambda user_id: {"events"} if user_id == 1 else set(),
+    },
 }
 
 
@@ -104,8 +112,8 @@ def test_errors_are_also_the_standard_exceptions_callers_may_catch():
         ({"x": f"{__name__}.EchoHandler"}, {"y": {}}, "unconfigured handlers"),
         ({"": f"{__name__}.EchoHandler"}, {}, "1 to 64 characters"),
         ({"x" * 65: f"{__name__}.EchoHandler"}, {}, "1 to 64 characters"),
-        ({"http": BUILTIN_HANDLERS["http"]}, {}, "secret"),
-        ({"http": BUILTIN_HANDLERS["http"]}, {"http": {**OPTIONS["http"], "secret": "x"}}, "32"),
+        ({"http": BUILTIN_HANDLERS["http"]}, {}, "signing_secrets"),
+        ({"kafka": BUILTIN_HANDLERS["kafka"]}, {"kafka": {"allowed_topics": []}}, "topics_of"),
     ],
 )
 def test_a_broken_configuration_fails_at_construction_naming_the_handler(paths, options, words):
@@ -116,6 +124,15 @@ def test_a_broken_configuration_fails_at_construction_naming_the_handler(paths, 
 
 
 # --- validate_handler: what the API calls --------------------------------------------------
+
+
+def test_with_the_owner_the_owners_grants_are_checked_too(registry):
+    params = {"topic": "events"}
+
+    assert validate_handler(name="kafka", params=params, registry=registry, user_id=1)
+    with pytest.raises(InvalidHandlerParams, match="not one of the topics"):
+        validate_handler(name="kafka", params=params, registry=registry, user_id=2)
+    assert validate_handler(name="default", params={}, registry=registry, user_id=2)
 
 
 def test_no_handler_means_the_default_handler_with_no_params(registry):

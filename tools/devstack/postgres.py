@@ -86,6 +86,9 @@ TUNING: dict[str, str] = {
     "log_checkpoints": "on",
     "log_lock_waits": "on",
     "log_min_duration_statement": "1s",
+    # A slow statement is logged without its bound parameters (job messages, header
+    # values); the logs dir is the launcher user's alone besides (tools/devstack/state.py).
+    "log_parameter_max_length": "0",
     "log_autovacuum_min_duration": "10s",
 }
 

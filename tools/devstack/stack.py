@@ -127,7 +127,6 @@ class Stack:
             "JOBSVC_KAFKA_BOOTSTRAP": self.kafka.bootstrap,
             "JOBSVC_SECRET_KEY": self.secrets.secret_key,
             "JOBSVC_JWT_SIGNING_KEY": self.secrets.jwt_signing_key,
-            "JOBSVC_HTTP_HANDLER_SECRET": self.secrets.http_handler_secret,
         }
 
     def process_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import grp
 import json
 import logging
 import os
@@ -36,6 +37,7 @@ from .errors import LocalStackError
 logger = logging.getLogger(__name__)
 
 SECRET_BYTES = 48  # random bytes per secret (64 URL-safe characters)
+POSTGRES_SYSTEM_GROUP = "postgres"  # PostgreSQL runs as this group's user when we are root
 
 
 @dataclass(frozen=True)
@@ -44,14 +46,12 @@ class Secrets:
 
     secret_key: str
     jwt_signing_key: str
-    http_handler_secret: str
 
     @classmethod
     def generate(cls) -> Secrets:
         return cls(
             secret_key=secrets.token_urlsafe(SECRET_BYTES),
             jwt_signing_key=secrets.token_urlsafe(SECRET_BYTES),
-            http_handler_secret=secrets.token_urlsafe(SECRET_BYTES),
         )
 
 
@@ -79,8 +79,20 @@ class StateDir:
         self._lock_file = self.run_dir / "launcher.lock"
 
     def create(self) -> None:
+        """The state dir and its logs/ and run/, readable by this user only: the logs hold
+        job messages (PostgreSQL's slow statements, app errors) and the data dirs hold
+        every job. Under root, PostgreSQL runs as the `postgres` system user, which must
+        pass through to its data dir: its group may enter (not list) the state dir."""
         for directory in (self.root, self.logs_dir, self.run_dir):
             directory.mkdir(parents=True, exist_ok=True)
+            directory.chmod(0o700)
+        if os.geteuid() == 0:
+            try:
+                group = grp.getgrnam(POSTGRES_SYSTEM_GROUP).gr_gid
+            except KeyError:
+                return  # no PostgreSQL installed: nothing to let through
+            os.chown(self.root, -1, group)
+            self.root.chmod(0o710)
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
@@ -129,7 +141,8 @@ class StateDir:
                 if missing:  # a state dir from an older version: add the new keys
                     stored.update(missing)
                     _write_atomically(self.secrets_file, json.dumps(stored) + "\n", mode=0o600)
-                return Secrets(**stored)
+                # Keys an older version kept and this one no longer uses are ignored.
+                return Secrets(**{name: stored[name] for name in asdict(Secrets.generate())})
             except (OSError, ValueError, TypeError) as exc:
                 raise LocalStackError(
                     f"{self.secrets_file} is unreadable ({exc}); delete it to get new keys "

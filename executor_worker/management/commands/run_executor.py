@@ -26,6 +26,7 @@ from jobsvc.messaging.producer import BatchProducer
 from jobsvc.messaging.renewing_producer import RenewingProducer
 from jobsvc.messaging.topics import TopicsTooWeak, require_durable_topics
 from jobsvc.worker_endpoint import serve_worker_endpoint
+from jobsvc.zookeeper import zookeeper_auth
 
 
 class Command(BaseCommand):
@@ -63,7 +64,7 @@ class Command(BaseCommand):
         except HandlerConfigError as exc:
             raise CommandError(f"handler configuration: {exc}") from exc
         zookeeper = connect_in_background(
-            settings.ZK_HOSTS, session_timeout=settings.ZK_SESSION_TIMEOUT
+            settings.ZK_HOSTS, session_timeout=settings.ZK_SESSION_TIMEOUT, auth=zookeeper_auth()
         )
         registration = ExecutorRegistration(zookeeper, worker_id=worker_id, root=settings.ZK_ROOT)
         worker = ExecutorWorker(
@@ -99,7 +100,11 @@ class Command(BaseCommand):
         )
         registration.start()
         if settings.EXECUTOR_METRICS_PORT:
-            serve_worker_endpoint(port=settings.EXECUTOR_METRICS_PORT, readiness=worker.readiness)
+            serve_worker_endpoint(
+                port=settings.EXECUTOR_METRICS_PORT,
+                readiness=worker.readiness,
+                address=settings.WORKER_METRICS_BIND,
+            )
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: worker.stop())
         try:

@@ -15,6 +15,7 @@ from jobsvc.logs import WORKER_ID_ENV
 from jobsvc.messaging.topics import TopicsTooWeak, require_durable_topics
 from jobsvc.sharding.shards import shard_ids
 from jobsvc.worker_endpoint import serve_worker_endpoint
+from jobsvc.zookeeper import zookeeper_auth
 from scheduler_worker.dispatch_config import DispatchConfig
 from scheduler_worker.worker import SchedulerWorker
 
@@ -45,6 +46,7 @@ class Command(BaseCommand):
             worker_id=options["worker_id"],
             shard_ids=list(shard_ids()),
             zk_hosts=settings.ZK_HOSTS,
+            zk_auth=zookeeper_auth(),
             zk_root=settings.ZK_ROOT,
             zk_session_timeout=settings.ZK_SESSION_TIMEOUT,
             kafka_bootstrap=settings.KAFKA_BOOTSTRAP,
@@ -64,7 +66,11 @@ class Command(BaseCommand):
             step_back_seconds=settings.SCHEDULER_STEP_BACK,
         )
         if settings.SCHEDULER_METRICS_PORT:
-            serve_worker_endpoint(port=settings.SCHEDULER_METRICS_PORT, readiness=worker.readiness)
+            serve_worker_endpoint(
+                port=settings.SCHEDULER_METRICS_PORT,
+                readiness=worker.readiness,
+                address=settings.WORKER_METRICS_BIND,
+            )
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: worker.stop())
         worker.run()
