@@ -56,9 +56,8 @@ logger = logging.getLogger(__name__)
 RESOLVE_AFTER = timedelta(seconds=30)
 # The sweep leaves a prepared transaction younger than this to its request, decided or
 # not: a request commits its shares a few milliseconds after its commit point, and a sweep
-# that came between them committed the same transaction (logged as left behind) while the
-# request's own COMMIT PREPARED failed as busy: seen 8 times in one run of 120 bulk
-# requests on a busy 2-core machine.
+# that came between them would commit the same transaction while the request's own COMMIT
+# PREPARED failed as busy.
 SWEEP_GRACE = timedelta(seconds=5)
 # Decisions are kept this long: long after every prepared transaction was resolved.
 DECISION_RETENTION = timedelta(days=1)

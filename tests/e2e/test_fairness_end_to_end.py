@@ -61,12 +61,7 @@ JAIN_FLOOR = 0.99  # Jain's index of share / weighted share, over the backlogged
 MIN_WINDOWS = 3  # whole 1-s windows with every user backlogged, or the test measured nothing
 # The last whole window before the first user runs out, and the second before its last
 # start, are where two executors that drain at different speeds show: each holds its share
-# of a user's last jobs, and the faster runs out first (tools/bench/results/2026-11-24/
-# 12-idle-users-past-the-cap.md); one run of two here once saw the weight-2 user at 0.343
-# (of 0.286) in that window. Work stealing, the check for copies started elsewhere and
-# quarter turns while a heavy user runs low close it for no-op jobs: on the bench the
-# weight-4 user's share of its last second was 0.8-2.7 % off (relative) in 11 of 11 runs,
-# against 2.1-13.1 % before (tools/bench/results/2026-11-27/29-short-turns-at-run-out.md).
+# of a user's last jobs, and the faster runs out first.
 # Webhook jobs (started as handler threads come free) leave that window to Jain's index.
 RUN_OUT_WINDOWS = 1
 # The first second of webhook jobs is checked by Jain's index only, too: executors give a
