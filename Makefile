@@ -4,7 +4,7 @@
 #   make run          the local stack with the API and workers (data kept in .state/)
 #   make test         lint, then pytest against a throwaway stack of real servers
 #   make unit         the unit tier alone: pure logic, no servers, in seconds
-#   make lint         ruff check + ruff format --check
+#   make lint         ruff check + ruff format --check + no development history in the tree
 #   make lock         recompile the lock files (requirements/*.txt) from pyproject.toml and requirements/dev.in
 #   make check-deploy docker-compose.yml, Dockerfile, Prometheus rules, Grafana dashboards (no servers)
 #   make bench        the benchmark suite on a throwaway stack (ARGS='--quick' for a short run)
@@ -103,9 +103,15 @@ test: bootstrap-dev test-system-packages
 unit: bootstrap-dev
 	JOBSVC_DEBUG=true $(PYTHON) -m pytest -m unit -q $(ARGS)
 
+# The tree says what the product does now: a line that names a development session fails
+# (their history is in git; measurements go in commit messages). Lock files are left out.
 lint: bootstrap-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	@if git grep -InE -i 'sessions? [0-9]' -- ':!requirements/*.txt'; then \
+	  echo "lint: the lines above narrate development sessions; say what the product does now"; \
+	  exit 1; \
+	fi
 
 # Recompiles both lock files, keeping every pin that still satisfies its input; upgrade
 # with ARGS='--upgrade-package NAME' (or ARGS=--upgrade for everything).
