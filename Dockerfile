@@ -8,7 +8,7 @@
 #   docker run ... jobsvc python manage.py run_executor     # an executor worker
 #   docker run ... jobsvc sh -c 'python manage.py migrate_all && python manage.py ensure_topics'
 #
-# Configuration is the JOBSVC_* environment (README, jobsvc/settings.py); nothing secret is
+# Configuration is the JOBSVC_* environment (docs/configuration.md); nothing secret is
 # baked in.
 
 # A patch release on a fixed Debian release; bump it on purpose (and for security fixes).
