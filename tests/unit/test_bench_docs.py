@@ -69,3 +69,8 @@ def test_the_template_has_every_promise_and_no_verdict():
     for promise in docs.PROMISES:
         assert _row(text, promise.scenario, promise.what).endswith("| TBD | — |")
     assert "| pass |" not in text and "| **fail** |" not in text
+
+
+def test_a_scenario_that_judges_itself_shows_its_failed_checks(results_dir):
+    text = docs.render(results_dir, None)
+    assert _row(text, "soak").endswith("| failed: memory growth | **fail** |")
