@@ -8,23 +8,26 @@
 #   docker run ... jobsvc python manage.py run_executor     # an executor worker
 #   docker run ... jobsvc sh -c 'python manage.py migrate_all && python manage.py ensure_topics'
 #
-# Configuration is the JOBSVC_* environment (README, jobsvc/settings.py); nothing secret is
+# Configuration is the JOBSVC_* environment (docs/configuration.md); nothing secret is
 # baked in.
 
 # A patch release on a fixed Debian release; bump it on purpose (and for security fixes).
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 
-# ---- build: the pinned runtime requirements in a virtualenv ------------------------------
+# ---- build: the locked runtime requirements in a virtualenv ------------------------------
 FROM ${PYTHON_IMAGE} AS build
 
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 
 RUN python -m venv /opt/venv
-COPY requirements/base.txt /tmp/requirements/base.txt
-# Binary wheels only: every pinned requirement ships one, so no compiler is needed, and a
-# release without a wheel fails the build instead of silently compiling.
-RUN /opt/venv/bin/pip install --only-binary=:all: -r /tmp/requirements/base.txt
+COPY requirements/runtime.txt /tmp/requirements/runtime.txt
+# Every package, transitive ones included, at the version and with the hashes the lock
+# names, so the image builds the same twice. Binary wheels only: every locked requirement
+# ships one, so no compiler is needed, and a release without a wheel fails the build
+# instead of silently compiling.
+RUN /opt/venv/bin/pip install --require-hashes --only-binary=:all: \
+      -r /tmp/requirements/runtime.txt
 
 # ---- runtime -----------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE}

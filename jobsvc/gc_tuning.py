@@ -1,17 +1,10 @@
 """Python's cyclic garbage collector, tuned for the long-running processes: the workers and
 the API's.
 
-CPython runs a young collection once container objects allocated (less those freed) pass
-700, and a full collection, which traverses every tracked object, after ten middle ones
-if the objects that survived have grown by a quarter since the last. A worker under a
-flood allocates for every job and holds tens of thousands of messages at a time (an
-executor's read-ahead), so full collections come every few seconds, and each walks all
-of those and everything start-up created. Traced in one 1:2:4 bench run (tools/bench
-fairness_end_to_end, 90,000 jobs in about 6 s), each executor made 3 full collections of
-66-136 ms while the jobs ran (and about 500 smaller ones, 210 ms together), each
-scheduler 2 of 79-112 ms; they found 0-29 objects of garbage. For that long the process
-ran nothing else (a collection holds the GIL), in the middle of a turn or a dispatch
-round.
+Why: a full collection holds the GIL while it walks every tracked object, and a worker
+under a flood allocates for every job and holds tens of thousands of messages, so with
+CPython's defaults full collections of tens of milliseconds came every few seconds, in
+the middle of a turn or a dispatch round, and found next to no garbage.
 
 ``tune_garbage_collector`` is called once a process has started (a worker's command, and
 each API process as it imports jobsvc.wsgi):
@@ -23,10 +16,6 @@ each API process as it imports jobsvc.wsgi):
   700, so most of a job's objects are freed by reference counting before a collection
   sees them, and few survive to make a full collection due. Cycles are still collected,
   a little later: at most about that many objects wait for it.
-
-In a run of the same scenario with both, each executor made one young collection (12-29
-ms) while the jobs ran and each scheduler none. Measured end to end in
-tools/bench/results/2026-11-25/17-garbage-collector.md.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ client = Client("http://127.0.0.1:8000")
 client.login(username="alice", password="...")
 job = client.create_job(message="Hello world", execute_at=when)
 client.wait(job.id)
+
+Installed on its own (``pip install ./jobsvc_client``, the ``jobsvc-client``
+distribution), it brings the ``jobsvc`` command.
 """
 
 from jobsvc_client.client import Client, Page
@@ -20,6 +23,9 @@ from jobsvc_client.errors import (
     WaitTimeout,
 )
 from jobsvc_client.models import TERMINAL_STATUSES, Job, JobSpec, Token
+
+# Released with the service: the same as jobsvc.__version__ (a unit test holds them equal).
+__version__ = "0.2.0"
 
 __all__ = [
     "TERMINAL_STATUSES",

@@ -1,9 +1,9 @@
-"""``python -m jobsvc_client``: the command line on the client.
+"""``jobsvc`` (or ``python -m jobsvc_client``): the command line on the client.
 
-    python -m jobsvc_client --url http://127.0.0.1:8000 login --username alice
-    python -m jobsvc_client jobs create --at +10s --message "Hello world"
-    python -m jobsvc_client jobs list --status failed
-    python -m jobsvc_client jobs wait ID
+    jobsvc --url http://127.0.0.1:8000 login --username alice
+    jobsvc jobs create --at +10s --message "Hello world"
+    jobsvc jobs list --status failed
+    jobsvc jobs wait ID
 
 ``login`` saves the API address and token in a file readable only by its owner
 (``$JOBSVC_TOKEN_FILE``, default ``~/.config/jobsvc/token.json``); every later command
@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import islice
 from pathlib import Path
 
+from jobsvc_client import __version__
 from jobsvc_client.client import Client
 from jobsvc_client.errors import JobsvcError
 from jobsvc_client.models import Job, Token, parse_time
@@ -52,8 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m jobsvc_client", description="The jobsvc REST API from the command line."
+        prog="jobsvc", description="The jobsvc REST API from the command line."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--url", help=f"API address (default: the saved one, else {DEFAULT_URL})")
     parser.add_argument(
         "--token-file",
@@ -129,7 +131,7 @@ def _client(args: argparse.Namespace, *, logged_in: bool = True) -> Client:
     path = _token_path(args)
     session = session_load(path)
     if logged_in and session is None:
-        raise UsageError(f"not logged in (no {path}); run: python -m jobsvc_client login")
+        raise UsageError(f"not logged in (no {path}); run: jobsvc login")
     url = args.url or (session.url if session else DEFAULT_URL)
 
     def save(token: Token) -> None:

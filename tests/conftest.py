@@ -42,6 +42,7 @@ TIER_OF_DIRECTORY = {
     "coordination": "integration",
     "executor": "integration",
     "loadgen": "integration",
+    "packaging": "integration",
     "deploy": "integration",
     "e2e": "e2e",
 }

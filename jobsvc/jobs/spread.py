@@ -1,12 +1,9 @@
 """A large bulk request's jobs, spread over every shard and created all or none.
 
-Users' shares are decided where jobs start, in the executors, but a user's jobs start only
-as fast as the shards holding them send them: each shard's scheduler gives a user its
-weighted part of that shard's dispatch. With a bulk request on one random shard, a user's
-jobs sat on one or two shards, and the users sharing those shards with it slowed it down:
-in the last seconds of the heaviest user's backlog its share fell to 0.32-0.53 of 0.556
-(tools/bench fairness_many_users, fairness_end_to_end). Dealt over every shard, a user's
-jobs are where all of the dispatch is.
+Why: a user's jobs start only as fast as the shards holding them send them, and each
+shard's scheduler gives a user its weighted part of that shard's dispatch. Dealt over
+every shard, a user's jobs are where all of the dispatch is, not on the one or two shards
+it shares with whoever else is there.
 
 All or none across shards is PostgreSQL's two-phase commit, with the decision written in
 one place (presumed abort):
@@ -56,9 +53,8 @@ logger = logging.getLogger(__name__)
 RESOLVE_AFTER = timedelta(seconds=30)
 # The sweep leaves a prepared transaction younger than this to its request, decided or
 # not: a request commits its shares a few milliseconds after its commit point, and a sweep
-# that came between them committed the same transaction (logged as left behind) while the
-# request's own COMMIT PREPARED failed as busy: seen 8 times in one run of 120 bulk
-# requests on a busy 2-core machine.
+# that came between them would commit the same transaction while the request's own COMMIT
+# PREPARED failed as busy.
 SWEEP_GRACE = timedelta(seconds=5)
 # Decisions are kept this long: long after every prepared transaction was resolved.
 DECISION_RETENTION = timedelta(days=1)

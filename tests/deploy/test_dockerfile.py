@@ -60,10 +60,10 @@ def test_the_base_is_a_pinned_python_3_11_slim():
         assert re.fullmatch(r"python:3\.11\.\d+-slim(-\w+)?", image), image
 
 
-def test_the_pinned_runtime_requirements_are_installed():
+def test_the_locked_runtime_requirements_are_installed_by_their_hashes():
     runs = " ".join(rest for keyword, rest in instructions() if keyword == "RUN")
-    assert "requirements/base.txt" in " ".join(copied_sources())
-    assert re.search(r"pip install .*-r \S*requirements/base.txt", runs)
+    assert "requirements/runtime.txt" in " ".join(copied_sources())
+    assert re.search(r"pip install .*--require-hashes .*-r \S*requirements/runtime.txt", runs)
 
 
 def test_the_processes_run_as_an_unprivileged_user():

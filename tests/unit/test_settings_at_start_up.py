@@ -68,9 +68,7 @@ def test_debug_on_a_public_host_name_stops_start_up():
     assert "local names only" in result.stderr
 
 
-@pytest.mark.parametrize(
-    "topic", ["jobs", "jobs.dead-letter", "__consumer_offsets"]
-)
+@pytest.mark.parametrize("topic", ["jobs", "jobs.dead-letter", "__consumer_offsets"])
 def test_an_api_allowed_to_publish_to_a_system_topic_does_not_start(topic):
     result = start(IMPORT_API, **KEYS, JOBSVC_KAFKA_HANDLER_ALLOWED_TOPICS=f"events,{topic}")
 

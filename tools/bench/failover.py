@@ -1,6 +1,6 @@
 """Failover: SIGKILL a scheduler and an executor while jobs fall due at a steady rate.
 
-Two schedulers and two executors run with fast failure timings (ZooKeeper session 4 s,
+Two schedulers and two executors run with fast failure timings (ZooKeeper session timeout 4 s,
 sweep every 0.5 s, queued lease 3 s, executor lease grace 1 s, as the end-to-end tests
 use). Jobs are due at ``RATE`` per second for ``FULL_SECONDS`` (quick: ``QUICK_SECONDS``),
 COPY-loaded into the shards just before the first is due. Each job uses the ``http``
@@ -460,11 +460,11 @@ def _setup(seconds: int) -> str:
         f"ZooKeeper; {os.cpu_count()} cores shared by all of it and the bench; "
         f"{RATE} jobs/s due for {seconds} s over {USERS} users, http handler to a local "
         f"receiver, job timeout {JOB_TIMEOUT_SECONDS:g} s; fast failure timings "
-        f"(ZooKeeper session {FAST_TIMINGS['JOBSVC_ZK_SESSION_TIMEOUT_SECONDS']} s, queued "
+        f"(ZooKeeper session timeout {FAST_TIMINGS['JOBSVC_ZK_SESSION_TIMEOUT_SECONDS']} s, queued "
         f"lease {FAST_TIMINGS['JOBSVC_SCHEDULER_QUEUED_TIMEOUT_SECONDS']} s, sweep "
         f"{FAST_TIMINGS['JOBSVC_SCHEDULER_SWEEP_INTERVAL_SECONDS']} s, executor lease grace "
         f"{FAST_TIMINGS['JOBSVC_EXECUTOR_LEASE_SECONDS']} s; Kafka consumer session "
-        "6 s)"
+        "timeout 6 s)"
     )
 
 

@@ -8,8 +8,7 @@ the fairness scenarios write ``<scenario>_job_times.json`` next to the report:
      "jobs": [[job id, user id, shard, dispatched_at, started_at, attempts], ...]}
 
 times in seconds since the epoch, in order of start (jobs never started last); the job
-id joins them to workers' logs and traces. The 1,000-user drain's tail was found this way
-(tools/bench/results/2026-11-27/27-cpu-and-single-creates.md).
+id joins them to workers' logs and traces.
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ class Stack:
 
     @property
     def env(self) -> dict[str, str]:
-        """The variables the Django settings read (see the contract in the README)."""
+        """The variables the Django settings read (docs/configuration.md lists them)."""
         shard_urls = (self.database_url(shard_database(index)) for index in range(self.shards))
         return {
             "DJANGO_SETTINGS_MODULE": SETTINGS_MODULE,

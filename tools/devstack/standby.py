@@ -120,9 +120,8 @@ class PostgresStandby(PostgresServer):
             # Tell the primary at once what has been flushed, so its waiting commits return.
             "wal_receiver_status_interval": "1s",
             # After the primary restarts, every commit waits until this standby streams
-            # again, and it tries to connect again only this often (PostgreSQL: 5 s). With
-            # 5 s, the API acknowledged no create for 3.8-3.9 s after a 1.2 s restart of
-            # a server (make chaos --replicas 1: a COMMIT took 3.8 s).
+            # again, and it tries to connect again only this often (PostgreSQL: 5 s, which
+            # held every create for seconds after a one-second restart).
             "wal_retrieve_retry_interval": "250ms",
         }
 

@@ -1,0 +1,76 @@
+"""docs/benchmarks.md rendered from a small results directory (tests/unit/bench_results)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tools.bench import docs
+
+FIXTURE = Path(__file__).parent / "bench_results"
+
+
+@pytest.fixture
+def results_dir(tmp_path) -> Path:
+    directory = tmp_path / "bench-results"
+    shutil.copytree(FIXTURE, directory)
+    (directory / "lateness_cdf.png").write_bytes(b"\x89PNG lateness")  # failover's is missing
+    return directory
+
+
+def _row(text: str, scenario: str, what: str = "") -> str:
+    (line,) = [line for line in text.splitlines() if f"(`{scenario}`)" in line and what in line]
+    return line
+
+
+def test_each_promise_is_judged_from_the_numbers(results_dir):
+    text = docs.render(results_dir, None)
+    assert _row(text, "api_create", "single").endswith("| 1,250 requests/s, p99 21.5 ms | pass |")
+    assert _row(text, "api_create", "bulk").endswith("| **fail** |")
+    assert _row(text, "dispatch_lateness").endswith("| started - due p50 5.5, p99 80.2 ms | pass |")
+    assert _row(text, "failover").endswith("| pass |")
+
+
+def test_a_scenario_not_run_or_a_number_missing_gets_no_verdict(results_dir):
+    text = docs.render(results_dir, None)
+    assert _row(text, "end_to_end").endswith("| TBD | — |")
+    assert _row(text, "fairness_end_to_end").endswith("| n/a (no jain_min in the result) | — |")
+
+
+def test_the_page_names_the_machine_the_date_and_the_command(results_dir):
+    text = docs.render(results_dir, None)
+    assert "2026-11-28T10:00:00+00:00, a full run, on 2 cores" in text
+    assert "Command: `make bench`" in text
+    assert "- `api_create`: gunicorn, 4 sync workers." in text
+
+
+def test_the_peers_are_listed_beside_jobsvc_and_the_missing_ones_are_tbd(results_dir):
+    text = docs.render(results_dir, None)
+    assert "| jobsvc 0.2.0 | 15,000 | 6 ms | 24 ms |" in text
+    assert "| pgqueuer 0.0.1 | 3,000 | 40 ms | 90 ms |" in text
+    assert "| celery | TBD | TBD | TBD |" in text
+
+
+def test_plots_are_copied_beside_the_page_and_linked_from_it(results_dir, tmp_path):
+    out = tmp_path / "docs" / "benchmarks.md"
+    out.parent.mkdir()
+    assert docs.main([str(results_dir), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "![Lateness at the design peak](benchmarks/lateness_cdf.png)" in text
+    assert (out.parent / "benchmarks" / "lateness_cdf.png").read_bytes() == b"\x89PNG lateness"
+    assert "failover_throughput.png" not in text  # not in the results directory
+
+
+def test_the_template_has_every_promise_and_no_verdict():
+    text = docs.render(None, None)
+    assert "Measured on: TBD" in text
+    for promise in docs.PROMISES:
+        assert _row(text, promise.scenario, promise.what).endswith("| TBD | — |")
+    assert "| pass |" not in text and "| **fail** |" not in text
+
+
+def test_a_scenario_that_judges_itself_shows_its_failed_checks(results_dir):
+    text = docs.render(results_dir, None)
+    assert _row(text, "soak").endswith("| failed: memory growth | **fail** |")

@@ -1,0 +1,442 @@
+"""docs/benchmarks.md from the results of a full ``make bench``.
+
+    make bench                                   # writes bench-results/
+    python -m tools.bench.docs bench-results --out docs/benchmarks.md
+
+Reads ``results.json`` (every number, and the machine) and ``report.md`` (the plots each
+scenario drew) from the results directory, and writes one page: a table with a row per
+promise (the scenario, what is promised, the figure measured, pass or fail), the peers
+measured beside jobsvc, the plots (copied into ``docs/benchmarks/``), each scenario's
+setup, the machine, the date and the command. Without ``--out`` the page goes to
+stdout with the plots linked where they are. ``--template`` writes the page with every
+figure ``TBD``, for a tree whose final run is still to come.
+
+A promise is judged here, from the numbers, so a page cannot claim a pass its run did not
+show. A scenario the run did not include, or a result without the numbers a promise
+reads, shows as ``TBD`` or ``n/a`` with no verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tools.bench.report import REPORT_FILE, RESULTS_FILE
+
+PLOTS_DIR = "benchmarks"  # beside the page: docs/benchmarks/
+GENERATED_BY = "python -m tools.bench.docs RESULTS_DIR --out docs/benchmarks.md"
+
+
+class Missing(Exception):
+    """A result lacks a number a promise reads."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    figure: str
+    passed: bool | None  # None: no verdict (not run, or nothing to judge)
+
+
+@dataclass(frozen=True)
+class Promise:
+    scenario: str  # the key in results.json (tools/bench/scenarios.py)
+    what: str  # what the scenario does, in a few words
+    promise: str  # what must hold
+    judge: Callable[[dict], Verdict]
+
+
+def _get(result: dict, *path: str | int):
+    value = result
+    for key in path:
+        try:
+            value = value[key]
+        except (KeyError, IndexError, TypeError):
+            raise Missing(".".join(str(p) for p in path)) from None
+    if value is None:
+        raise Missing(".".join(str(p) for p in path))
+    return value
+
+
+def _api_row(result: dict, prefix: str) -> dict:
+    for row in _get(result, "results"):
+        if str(row.get("scenario", "")).startswith(prefix):
+            return row
+    raise Missing(f"results[{prefix}]")
+
+
+def _api_single(result: dict) -> Verdict:
+    row = _api_row(result, "single")
+    rate, p99 = _get(row, "requests_per_second"), _get(row, "latency_ms_p99")
+    return Verdict(f"{rate:,.0f} requests/s, p99 {p99:.1f} ms", rate >= 1000 and p99 < 50)
+
+
+def _api_bulk(result: dict) -> Verdict:
+    row = _api_row(result, "bulk")
+    rate, p99 = _get(row, "jobs_per_second"), _get(row, "latency_ms_p99")
+    return Verdict(f"{rate:,.0f} jobs/s, p99 {p99:.0f} ms a request", rate >= 20_000)
+
+
+def _at_least(key: str, floor: float, unit: str) -> Callable[[dict], Verdict]:
+    def judge(result: dict) -> Verdict:
+        value = _get(result, key)
+        return Verdict(f"{value:,.0f} {unit}", value >= floor)
+
+    return judge
+
+
+def _round_ratio(result: dict) -> Verdict:
+    ratio = _get(result, "round_ratio_large_to_small")
+    return Verdict(f"{ratio:.2f}x", ratio <= 1.5)
+
+
+def _lateness(result: dict) -> Verdict:
+    p50 = _get(result, "started_minus_due", "p50_ms")
+    p99 = _get(result, "started_minus_due", "p99_ms")
+    return Verdict(f"started - due p50 {p50:.1f}, p99 {p99:.1f} ms", p99 <= 100)
+
+
+def _dispatched_shares(result: dict) -> Verdict:
+    ideal = _get(result, "ideal_shares")
+    windows = _get(result, "windows")
+    worst = max(
+        abs(share - ideal[user]) / ideal[user]
+        for window in windows
+        for user, share in _get(window, "shares").items()
+    )
+    return Verdict(f"worst window {worst:.1%} off; {len(windows)} windows", worst <= 0.05)
+
+
+def _started_shares(result: dict) -> Verdict:
+    worst = _get(result, "worst_window_relative_deviation")
+    jain = _get(result, "jain_min")
+    rate = _get(result, "jobs_per_second")
+    return Verdict(
+        f"worst window {worst:.1%} off, Jain min {jain}; {rate:,.0f} jobs/s",
+        worst <= 0.05 and jain >= 0.99,
+    )
+
+
+def _class_shares(result: dict) -> Verdict:
+    classes = _get(result, "classes")
+    worst = max(_get(row, "worst_window_relative_deviation") for row in classes.values())
+    gap = _get(result, "longest_gap_seconds")
+    return Verdict(
+        f"worst window {worst:.1%} off; longest gap {gap:.2f} s", worst <= 0.05 and gap <= 2
+    )
+
+
+def _thousand_users(result: dict) -> Verdict:
+    everyone = _get(result, "all_users_started_after_seconds")
+    spread = _get(result, "started_in_window_max_over_min")
+    return Verdict(
+        f"all started after {everyone:.2f} s; max/min started {spread:.3f}",
+        everyone <= 5 and spread <= 1.10,
+    )
+
+
+def _retries(result: dict) -> Verdict:
+    worst = _get(result, "a_share_max")
+    mean = _get(result, "a_share_mean")
+    return Verdict(f"failing user's share {mean:.3f} (best window {worst:.3f})", worst <= 0.5)
+
+
+def _wait(*path: str) -> Callable[[dict], Verdict]:
+    def judge(result: dict) -> Verdict:
+        p50, p99 = _get(result, *path, "p50"), _get(result, *path, "p99")
+        return Verdict(f"p50 {p50:.0f}, p99 {p99:.0f} ms", p99 <= 250)
+
+    return judge
+
+
+def _end_to_end(result: dict) -> Verdict:
+    best = max(_get(result, "results"), key=lambda row: _get(row, "jobs_per_second"))
+    rate = _get(best, "jobs_per_second")
+    where = f"{_get(best, 'schedulers')} scheduler(s), {_get(best, 'executors')} executors"
+    return Verdict(f"{rate:,.0f} jobs/s ({where})", rate >= 10_000)
+
+
+def _failover(result: dict) -> Verdict:
+    lost = _get(result, "jobs_lost")
+    twice = _get(result, "duplicate_executions_of_an_attempt")
+    back = _get(result, "throughput_recovered_after_seconds")
+    return Verdict(
+        f"{lost} lost, {twice} run twice; throughput back after {back} s", not lost and not twice
+    )
+
+
+def _own_verdict(result: dict) -> Verdict:
+    """A scenario that judges itself: ``passed``, and ``checks`` of its own, each with one."""
+    passed = _get(result, "passed")
+    checks = result.get("checks") or {}
+    failed = [name for name, check in checks.items() if not check.get("passed")]
+    figure = (
+        f"failed: {', '.join(failed)}"
+        if failed
+        else f"every check passed ({', '.join(checks)})"
+        if checks
+        else "see the report"
+    )
+    return Verdict(figure.replace("_", " "), bool(passed))
+
+
+WAIT = "started within 250 ms of due, p99"
+PROMISES: tuple[Promise, ...] = (
+    Promise(
+        "api_create",
+        "API, single creates (16 connections)",
+        "≥ 1,000 requests/s, p99 < 50 ms",
+        _api_single,
+    ),
+    Promise("api_create", "API, bulk creates (1,000 jobs a request)", "≥ 20,000 jobs/s", _api_bulk),
+    Promise(
+        "dispatch_throughput",
+        "Dispatch from a 1,000,000-job backlog, one scheduler",
+        "≥ 20,000 jobs/s",
+        _at_least("jobs_per_second", 20_000, "jobs/s"),
+    ),
+    Promise(
+        "dispatch_batch_selection",
+        "A dispatch round beside 1,000,000 jobs",
+        "≤ 1.5x the round beside 10,000",
+        _round_ratio,
+    ),
+    Promise(
+        "dispatch_lateness",
+        "Jobs due at the design peak (1,389/s for 60 s)",
+        "started - due p99 ≤ 100 ms",
+        _lateness,
+    ),
+    Promise(
+        "dispatch_fairness",
+        "Dispatched shares, weights 1:2:4",
+        "each user within 5 % of its share in every 1-s window",
+        _dispatched_shares,
+    ),
+    Promise(
+        "fairness_end_to_end",
+        "Started shares, weights 1:2:4, bulk creates",
+        "each user within 5 % of its share per 1-s window, Jain ≥ 0.99",
+        _started_shares,
+    ),
+    Promise("fairness_single_creates", "The same, one job a request", "as above", _started_shares),
+    Promise("fairness_webhooks", "The same, webhook jobs", "as above", _started_shares),
+    Promise(
+        "fairness_many_users",
+        "100 users of weights 1, 2, 5, 10",
+        "each class within 5 % per window; no user 2 s without a start",
+        _class_shares,
+    ),
+    Promise(
+        "fairness_thousand_users",
+        "1,000 users of one weight",
+        "every user started within 5 s; started jobs per user within 10 %",
+        _thousand_users,
+    ),
+    Promise(
+        "fairness_with_retries",
+        "A user whose jobs all fail and retry, beside another",
+        "its retries get no more than its share (0.5)",
+        _retries,
+    ),
+    Promise(
+        "light_user_wait", "A light user's job during a 100,000-job flood", WAIT, _wait("wait_ms")
+    ),
+    Promise("light_user_wait_webhooks", "The same with webhooks", WAIT, _wait("wait_ms")),
+    Promise("light_user_due_now", "The same, created at its due time", WAIT, _wait("wait_ms")),
+    Promise(
+        "priority_in_own_backlog",
+        "An urgent job behind its own user's backlog",
+        WAIT,
+        _wait("wait_ms"),
+    ),
+    Promise(
+        "steady_beside_flood",
+        "A design-peak stream beside a 100,000-job flood",
+        WAIT,
+        _wait("their_wait_ms"),
+    ),
+    Promise("end_to_end", "End to end, 500,000 no-op jobs", "≥ 10,000 jobs/s", _end_to_end),
+    Promise(
+        "failover",
+        "SIGKILL a scheduler and an executor at 300 jobs/s",
+        "no job lost, no attempt run twice",
+        _failover,
+    ),
+    Promise(
+        "soak",
+        "A soak at the design peak (30 minutes in a full run)",
+        "lateness p99 ≤ 100 ms every minute; no memory growth; workers ≤ 150 MiB; every job ran",
+        _own_verdict,
+    ),
+)
+
+
+def _verdict(promise: Promise, results: dict) -> Verdict:
+    if promise.scenario not in results:
+        return Verdict("TBD", None)
+    try:
+        return promise.judge(results[promise.scenario])
+    except Missing as missing:
+        return Verdict(f"n/a (no {missing} in the result)", None)
+
+
+def _mark(passed: bool | None) -> str:
+    return {True: "pass", False: "**fail**", None: "—"}[passed]
+
+
+def table(results: dict) -> str:
+    lines = ["| scenario | promise | measured | |", "|---|---|---|---|"]
+    for promise in PROMISES:
+        verdict = _verdict(promise, results)
+        lines.append(
+            f"| {promise.what} (`{promise.scenario}`) | {promise.promise} | "
+            f"{verdict.figure} | {_mark(verdict.passed)} |"
+        )
+    return "\n".join(lines)
+
+
+# --- peers -----------------------------------------------------------------------------
+# PEERS: the `peers` scenario (tools/bench/peers.py) measures jobsvc and other job queues
+# on the same machine and stack. Its result, as read here:
+#   {"systems": {"jobsvc": {"version": "...", "drain_jobs_per_second": 0.0,
+#                           "lateness_ms": {"p50": 0.0, "p99": 0.0}}, "pgqueuer": {...},
+#                "celery": {...}},
+#    "setup": "..."}
+# Change this reader if the scenario's result takes another shape.
+PEER_NAMES = ("jobsvc", "pgqueuer", "celery")
+
+
+def peers(results: dict) -> str:
+    result = results.get("peers")
+    lines = [
+        "| system | drain: jobs/s, first start to last | lateness at 1,389 jobs/s: p50 | p99 |",
+        "|---|---:|---:|---:|",
+    ]
+    systems = (result or {}).get("systems") or {}
+    for name in dict.fromkeys([*PEER_NAMES, *systems]):
+        row = systems.get(name)
+        if row is None:
+            lines.append(f"| {name} | TBD | TBD | TBD |")
+            continue
+        version = f" {row['version']}" if row.get("version") else ""
+        lateness = row.get("lateness_ms") or {}
+        lines.append(
+            f"| {name}{version} | {_number(row.get('drain_jobs_per_second'))} | "
+            f"{_number(lateness.get('p50'), ' ms')} | {_number(lateness.get('p99'), ' ms')} |"
+        )
+    if result and result.get("setup"):
+        lines += ["", f"Setup: {result['setup']}."]
+    return "\n".join(lines)
+
+
+def _number(value, unit: str = "") -> str:
+    return "n/a" if value is None else f"{value:,.0f}{unit}"
+
+
+# --- plots and the page ----------------------------------------------------------------
+
+IMAGE = re.compile(r"^!\[(?P<title>[^\]]*)\]\((?P<file>[^)]+)\)\s*$")
+
+
+def report_plots(report: str) -> list[tuple[str, str, str]]:
+    """(scenario, title, file) of every plot report.md shows, in its order."""
+    plots, scenario = [], ""
+    for line in report.splitlines():
+        if line.startswith("## "):
+            scenario = line[3:].strip()
+        elif match := IMAGE.match(line):
+            plots.append((scenario, match["title"], match["file"]))
+    return plots
+
+
+def machine_line(machine: dict | None) -> str:
+    if not machine:
+        return "Measured on: TBD (the machine, the date and the kind of run)."
+    return (
+        f"Measured on {machine.get('date', '?')}, a {machine.get('mode', '?')} run, on "
+        f"{machine.get('cores', '?')} cores ({machine.get('platform', '?')}, Python "
+        f"{machine.get('python', '?')}), with the whole stack and the benchmark on that "
+        "one machine."
+    )
+
+
+def page(results: dict, plots: list[tuple[str, str, str]]) -> str:
+    machine = results.get("machine")
+    command = (
+        "make bench"
+        if (machine or {}).get("mode", "full") == "full"
+        else ("make bench ARGS=--quick")
+    )
+    parts = [
+        "# Benchmarks",
+        f"<!-- Generated by `{GENERATED_BY}` from a `make bench` results directory: edit "
+        "tools/bench/docs.py, not this page. -->",
+        machine_line(machine)
+        + f" Command: `{command}` (results in `bench-results/`), then `{GENERATED_BY}`."
+        " `make bench ARGS='--only NAME'` runs one scenario; each starts the processes it"
+        " needs on a throwaway stack.",
+        table(results),
+        "## Beside other job queues",
+        "The same two measurements on the same machine and stack: draining 100,000 no-op"
+        " jobs due at once, and lateness while jobs come due at the design peak.",
+        peers(results),
+    ]
+    if plots:
+        parts.append("## Plots")
+        parts += [f"![{title}]({file})" for _, title, file in plots]
+    setups = [
+        f"- `{name}`: {result['setup'].rstrip('.')}."
+        for name, result in results.items()
+        if isinstance(result, dict) and isinstance(result.get("setup"), str)
+    ]
+    if setups:
+        parts += ["## Setups", "\n".join(setups)]
+    return "\n\n".join(parts) + "\n"
+
+
+def render(results_dir: Path | None, out: Path | None) -> str:
+    """The page for a results directory (None: the template); plots copied beside ``out``."""
+    if results_dir is None:
+        return page({}, [])
+    results = json.loads((results_dir / RESULTS_FILE).read_text())
+    report = results_dir / REPORT_FILE
+    plots = report_plots(report.read_text()) if report.exists() else []
+    plots = [(s, t, f) for s, t, f in plots if (results_dir / f).exists()]
+    if out is None:
+        return page(results, [(s, t, str(results_dir / f)) for s, t, f in plots])
+    target = out.parent / PLOTS_DIR
+    if plots:
+        target.mkdir(parents=True, exist_ok=True)
+    for _, _, file in plots:
+        shutil.copyfile(results_dir / file, target / Path(file).name)
+    return page(results, [(s, t, f"{PLOTS_DIR}/{Path(f).name}") for s, t, f in plots])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.bench.docs",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("results_dir", type=Path, nargs="?", help="a `make bench` output")
+    parser.add_argument("--out", type=Path, help="write the page here (plots beside it)")
+    parser.add_argument("--template", action="store_true", help="every figure TBD")
+    args = parser.parse_args(argv)
+    if args.template == (args.results_dir is not None):
+        parser.error("give a results directory, or --template")
+    text = render(None if args.template else args.results_dir, args.out)
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        args.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
