@@ -16,9 +16,10 @@ logger = logging.getLogger(__name__)
 class RenewingProducer:
     """The worker's BatchProducer, replaced by a new one when it stops working.
 
-    An idempotent producer can get stuck for good when the broker loses its state (a
-    restarted in-memory broker no longer knows the producer id): every later call raises a
-    fatal error, or every message fails or times out. So a producer that raised is replaced
+    An idempotent producer is stuck for good after a fatal error (librdkafka raises one when
+    the broker can no longer keep its sequence, such as an out-of-order sequence after a
+    partition leader lost the producer's state): every later call raises, or every message
+    fails or times out. So a producer that raised is replaced
     at once, and one that fails a whole batch is replaced at most every RENEW_INTERVAL (while
     the broker is simply down, every batch fails too, and a new producer does no harm). The
     old one is closed in the background: its last delivery reports still arrive. Failed

@@ -183,7 +183,8 @@ BATCH_SIZE = 10  # messages per poll: what it may read past the limit in one pol
 def jobs_behind_a_held_message(user_id: int, url: str) -> tuple[int, str, list[str]]:
     """A job on one shard, and 4 x MAX_UNCOMMITTED on the others: (its shard, it, them).
 
-    No other queued job of the user is left: work stealing would find and run it."""
+    Jobs that land on the held job's shard are deleted: they would be held with it, and
+    only the others tell how far the executor read."""
     held = queued_job(user_id, url)
     shard = shard_of(held)
     others: list[str] = []
