@@ -54,6 +54,12 @@ class ExpiringCache:
             self._entries.move_to_end(key)
             return True, entry[1]
 
+    def stale(self, key: Hashable) -> tuple[bool, Any]:
+        """Return (found, value) even if the entry expired (until it is evicted)."""
+        with self._lock:
+            entry = self._entries.get(key)
+            return (False, None) if entry is None else (True, entry[1])
+
     def put(self, key: Hashable, value: Any, *, expires_at: float) -> None:
         if expires_at <= self._clock():
             return

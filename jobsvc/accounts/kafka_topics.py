@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from django.conf import settings
 
 from jobsvc.accounts.authentication import ExpiringCache
+from jobsvc.accounts.control_reads import cached_read
 from jobsvc.accounts.models import User
 from jobsvc.handlers.kafka import topic_refusal
 
@@ -34,13 +35,11 @@ def kafka_topic_refusals(topics: Iterable[object]) -> list[str]:
 
 
 def kafka_topics_of(user_id: int) -> frozenset[str]:
-    """The topics granted to the user (none for a user that does not exist), cached."""
-    hit, topics = topics_cache.get(user_id)
-    if hit:
-        return topics
+    """The topics granted to the user (none for a user that does not exist), cached and
+    kept through control database faults (``control_reads``)."""
+    return cached_read(topics_cache, user_id, lambda: _granted_topics(user_id))
+
+
+def _granted_topics(user_id: int) -> frozenset[str]:
     row = User.objects.using("default").filter(pk=user_id).values_list("kafka_topics").first()
-    topics = frozenset(row[0] or ()) if row is not None else frozenset()
-    topics_cache.put(
-        user_id, topics, expires_at=topics_cache.now() + settings.USER_HANDLER_CACHE_SECONDS
-    )
-    return topics
+    return frozenset(row[0] or ()) if row is not None else frozenset()

@@ -24,6 +24,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from jobsvc.accounts.authentication import ExpiringCache
+from jobsvc.accounts.control_reads import cached_read
 from jobsvc.accounts.models import User, WebhookSecret
 from jobsvc.handlers.errors import PermanentError
 from jobsvc.handlers.signing import generate_secret
@@ -78,15 +79,9 @@ def signing_secrets(*, user_id: int) -> list[str]:
 
 
 def signing_secrets_of(user_id: int) -> list[str]:
-    """``signing_secrets``, cached for USER_HANDLER_CACHE_SECONDS (the http handler's
-    ``signing_secrets``)."""
-    hit, secrets = secrets_cache.get(user_id)
-    if hit:
-        return secrets
-    secrets = signing_secrets(user_id=user_id)
-    expires_at = secrets_cache.now() + settings.USER_HANDLER_CACHE_SECONDS
-    secrets_cache.put(user_id, secrets, expires_at=expires_at)
-    return secrets
+    """``signing_secrets``, cached for USER_HANDLER_CACHE_SECONDS and kept through control
+    database faults (``control_reads``): the http handler's ``signing_secrets``."""
+    return cached_read(secrets_cache, user_id, lambda: signing_secrets(user_id=user_id))
 
 
 def _row(user_id: int) -> WebhookSecret:

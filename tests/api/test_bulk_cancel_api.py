@@ -89,8 +89,10 @@ def test_an_execute_at_window_cancels_only_the_jobs_due_in_it(user_client, user)
     }
 
 
-def test_a_handler_filter_cancels_only_that_handlers_jobs(user_client, settings):
+def test_a_handler_filter_cancels_only_that_handlers_jobs(user_client, user, settings):
     settings.KAFKA_HANDLER_ALLOWED_TOPICS = ["events"]
+    user.kafka_topics = ["events"]  # staff granted it
+    user.save()
     from jobsvc.handlers.setup import validation_registry
 
     validation_registry.cache_clear()

@@ -1,0 +1,54 @@
+"""Per-user reads of the control database that executors make while running a job.
+
+A delivery needs its owner's signing secrets (``webhook_secrets``) or topic grants
+(``kafka_topics``). Those live in the control database, which a job's own shard does not
+depend on; a cut session or a restart of the control server must not fail the job's
+attempts. So ``cached_read``:
+
+- serves a fresh cached value without a query;
+- on a database error, closes this thread's broken connection and reads once more (a cut
+  session is then a new connection, not a failed attempt);
+- while the server stays unreachable, serves the last value it read, however old (the
+  grants and secrets of a moment ago are the right ones to keep delivering with);
+- raises the error only for a user it never read, which fails that attempt (retried later).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Hashable
+from typing import TypeVar
+
+from django.conf import settings
+from django.db import DatabaseError, connections
+
+from jobsvc.accounts.authentication import ExpiringCache
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def cached_read(cache: ExpiringCache, key: Hashable, load: Callable[[], T]) -> T:
+    """``load()``'s value for ``key``, cached for USER_HANDLER_CACHE_SECONDS (see above)."""
+    hit, value = cache.get(key)
+    if hit:
+        return value
+    try:
+        value = _load_reconnecting(load)
+    except DatabaseError as exc:
+        found, value = cache.stale(key)
+        if not found:
+            raise
+        logger.warning("control database unreachable, using %r as last read: %s", key, exc)
+        return value
+    cache.put(key, value, expires_at=cache.now() + settings.USER_HANDLER_CACHE_SECONDS)
+    return value
+
+
+def _load_reconnecting(load: Callable[[], T]) -> T:
+    try:
+        return load()
+    except DatabaseError:
+        connections["default"].close()  # this thread's; the next query opens a new one
+        return load()
