@@ -456,7 +456,7 @@ REST_FRAMEWORK = {
         "jobsvc.accounts.authentication.CachedUserJWTAuthentication"
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["jobsvc.api.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["jobsvc.api.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "jobsvc.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
