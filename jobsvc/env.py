@@ -7,6 +7,7 @@ later on the first request that needs it.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from ipaddress import IPv4Network, IPv6Network, ip_network
@@ -39,7 +40,10 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     return value
 
 
-def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+def env_float(
+    name: str, default: float, *, minimum: float | None = None, maximum: float | None = None
+) -> float:
+    """A finite number (``nan`` and ``inf`` are refused) within the bounds given."""
     raw = os.environ.get(name)
     if raw is None:
         return default
@@ -47,8 +51,12 @@ def env_float(name: str, default: float, *, minimum: float | None = None) -> flo
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, got {raw!r}")
     if minimum is not None and value < minimum:
         raise ConfigError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{name} must be <= {maximum}, got {value}")
     return value
 
 

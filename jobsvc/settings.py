@@ -12,6 +12,7 @@ import secrets
 from datetime import timedelta
 from pathlib import Path
 
+from jobsvc.accounts.weights import JOB_WEIGHT_CEILING, JOB_WEIGHT_FLOOR
 from jobsvc.env import (
     ConfigError,
     database_from_url,
@@ -412,9 +413,22 @@ AUTH_PASSWORD_VALIDATORS = [
 
 # Self-service sign-up (POST /api/v1/users without a staff token).
 SIGNUP_ENABLED = env_bool("JOBSVC_SIGNUP_ENABLED", True)
+# Bounds of every user's job_weight (a share relative to other users; no unit), on every
+# path that sets one: sign-up, staff creating users, the admin, the model's save (see
+# jobsvc.accounts.weights, and its hard bounds, which the database enforces). A tiny
+# weight would make every other user's share vanish in the fair order's arithmetic.
+MIN_JOB_WEIGHT = env_float(
+    "JOBSVC_MIN_JOB_WEIGHT", 0.001, minimum=JOB_WEIGHT_FLOOR, maximum=JOB_WEIGHT_CEILING
+)
+MAX_JOB_WEIGHT = env_float(
+    "JOBSVC_MAX_JOB_WEIGHT", 1000.0, minimum=JOB_WEIGHT_FLOOR, maximum=JOB_WEIGHT_CEILING
+)
+if MIN_JOB_WEIGHT > MAX_JOB_WEIGHT:
+    raise ConfigError("JOBSVC_MIN_JOB_WEIGHT must not exceed JOBSVC_MAX_JOB_WEIGHT")
 # Highest job_weight a user may give themselves; above it a staff caller is needed.
-SELF_SERVICE_MAX_JOB_WEIGHT = env_float("JOBSVC_SELF_SERVICE_MAX_JOB_WEIGHT", 1.0, minimum=0.001)
-MAX_JOB_WEIGHT = env_float("JOBSVC_MAX_JOB_WEIGHT", 1000.0, minimum=0.001)
+SELF_SERVICE_MAX_JOB_WEIGHT = env_float(
+    "JOBSVC_SELF_SERVICE_MAX_JOB_WEIGHT", 1.0, minimum=MIN_JOB_WEIGHT, maximum=MAX_JOB_WEIGHT
+)
 
 TOKEN_LIFETIME = timedelta(seconds=env_int("JOBSVC_TOKEN_LIFETIME_SECONDS", 3600, minimum=30))
 TOKEN_REFRESH_LIFETIME = timedelta(

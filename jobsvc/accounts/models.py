@@ -2,22 +2,48 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.utils.deconstruct import deconstructible
+
+from jobsvc.accounts.weights import JOB_WEIGHT_CEILING, JOB_WEIGHT_FLOOR, job_weight_problem
 
 DEFAULT_JOB_WEIGHT = 1.0
 
 
+@deconstructible
+class JobWeightValidator:
+    """The deployment's weight bounds, read when it runs (never frozen into a migration)."""
+
+    def __call__(self, value: object) -> None:
+        problem = job_weight_problem(
+            value, minimum=settings.MIN_JOB_WEIGHT, maximum=settings.MAX_JOB_WEIGHT
+        )
+        if problem is not None:
+            raise ValidationError(problem, code="job_weight")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JobWeightValidator)
+
+    def __hash__(self) -> int:
+        return hash(JobWeightValidator)
+
+
 class User(AbstractUser):
-    """A user; ``job_weight`` is their share of dispatch capacity relative to other users."""
+    """A user; ``job_weight`` is their share of dispatch capacity relative to other users.
+
+    Saving checks the weight against the deployment's bounds, whichever path set it.
+    """
 
     job_weight = models.FloatField(
         default=DEFAULT_JOB_WEIGHT,
-        validators=[MinValueValidator(0.001)],
-        help_text="Share of dispatch capacity relative to other users with due jobs.",
+        validators=[JobWeightValidator()],
+        help_text="Share of dispatch capacity relative to other users with due jobs "
+        "(JOBSVC_MIN_JOB_WEIGHT to JOBSVC_MAX_JOB_WEIGHT).",
     )
     # Per-user limits; empty: the deployment's default (JOBSVC_USER_*), 0: no limit.
     max_unfinished_jobs = models.PositiveIntegerField(
@@ -53,14 +79,24 @@ class User(AbstractUser):
     class Meta:
         db_table = "accounts_user"
         constraints = [
+            # NaN compares above every number in PostgreSQL, so this refuses it too.
             models.CheckConstraint(
-                condition=models.Q(job_weight__gt=0), name="accounts_user_job_weight_positive"
+                condition=models.Q(job_weight__gte=JOB_WEIGHT_FLOOR)
+                & models.Q(job_weight__lte=JOB_WEIGHT_CEILING),
+                name="accounts_user_job_weight_bounds",
             ),
             models.CheckConstraint(
                 condition=models.Q(create_rate_per_second__gte=0),
                 name="accounts_user_create_rate_not_negative",
             ),
         ]
+
+    def save(self, *args, **kwargs) -> None:
+        try:
+            JobWeightValidator()(self.job_weight)
+        except ValidationError as exc:
+            raise ValidationError({"job_weight": exc.messages}) from None
+        super().save(*args, **kwargs)
 
 
 class WebhookSecret(models.Model):

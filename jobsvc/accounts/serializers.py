@@ -14,6 +14,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobsvc.accounts.models import DEFAULT_JOB_WEIGHT, User
+from jobsvc.accounts.weights import job_weight_problem
 
 PASSWORD_MIN_LENGTH = 8  # Django's MinimumLengthValidator default, as settings use it
 # CharField refuses NUL characters; stated as a pattern, the schema says so too.
@@ -21,12 +22,18 @@ _NO_NUL = RegexValidator(r"^[^\x00]*$", message="Null characters are not allowed
 
 
 class NumberField(serializers.FloatField):
-    """A number: DRF's FloatField would read JSON true and false as 1.0 and 0.0."""
+    """A JSON number and only that: DRF's FloatField would read true as 1.0 and "nan" as
+    NaN. An integer too large for a float is read as infinity, for the bounds to refuse."""
+
+    default_error_messages = {"invalid": "Must be a number."}
 
     def to_internal_value(self, data: Any) -> float:
-        if isinstance(data, bool):
+        if isinstance(data, bool) or not isinstance(data, int | float):
             self.fail("invalid")
-        return super().to_internal_value(data)
+        try:
+            return float(data)
+        except OverflowError:
+            return math.inf
 
 
 class StringField(serializers.CharField):
@@ -43,14 +50,24 @@ class StringField(serializers.CharField):
 @extend_schema_field(
     {
         "type": "number",
-        "minimum": 0,
-        "exclusiveMinimum": True,
+        "minimum": settings.MIN_JOB_WEIGHT,
         "maximum": settings.MAX_JOB_WEIGHT,
-        "description": "Above JOBSVC_SELF_SERVICE_MAX_JOB_WEIGHT needs a staff caller (403).",
+        "description": "Share of dispatch capacity relative to other users, from "
+        "JOBSVC_MIN_JOB_WEIGHT to JOBSVC_MAX_JOB_WEIGHT. Above "
+        "JOBSVC_SELF_SERVICE_MAX_JOB_WEIGHT needs a staff caller (403).",
     }
 )
 class JobWeightField(NumberField):
-    pass
+    """A weight within the deployment's bounds (``jobsvc.accounts.weights``)."""
+
+    def to_internal_value(self, data: Any) -> float:
+        value = super().to_internal_value(data)
+        problem = job_weight_problem(
+            value, minimum=settings.MIN_JOB_WEIGHT, maximum=settings.MAX_JOB_WEIGHT
+        )
+        if problem is not None:
+            raise serializers.ValidationError(problem)
+        return value
 
 
 class UserCreateInput(serializers.Serializer):
@@ -71,13 +88,6 @@ class UserCreateInput(serializers.Serializer):
         ],
     )
     job_weight = JobWeightField(required=False, default=DEFAULT_JOB_WEIGHT)
-
-    def validate_job_weight(self, value: float) -> float:
-        if not math.isfinite(value) or value <= 0:
-            raise serializers.ValidationError("Must be a positive number.")
-        if value > settings.MAX_JOB_WEIGHT:
-            raise serializers.ValidationError(f"At most {settings.MAX_JOB_WEIGHT:g}.")
-        return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         candidate = User(username=attrs["username"], job_weight=attrs["job_weight"])
