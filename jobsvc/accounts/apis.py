@@ -19,7 +19,9 @@ from jobsvc.api.errors import error_body
 _ERRORS = {code: OpenApiResponse(ErrorOutput) for code in (400, 401, 403, 429, 503)}
 SIGN_UP_DESCRIPTION = (
     "Create a user. Besides the schema, the password must pass Django's validators: not a "
-    "common password and not too like the username. A taken username is 409."
+    "common password and not too like the username. The username is stored in Unicode "
+    "NFKC form, and names are compared without regard to case or compatibility forms: "
+    "once `sam` exists, `Sam` and a fullwidth `\uff53am` are taken too (409)."
 )
 
 

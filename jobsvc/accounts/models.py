@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractUser
+from django.contrib.auth.models import AbstractUser, UserManager
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils.deconstruct import deconstructible
 
+from jobsvc.accounts.usernames import MAX_KEY_LENGTH, username_key
 from jobsvc.accounts.weights import JOB_WEIGHT_CEILING, JOB_WEIGHT_FLOOR, job_weight_problem
 
 DEFAULT_JOB_WEIGHT = 1.0
@@ -33,11 +34,22 @@ class JobWeightValidator:
         return hash(JobWeightValidator)
 
 
+class Users(UserManager):
+    def get_by_natural_key(self, username: str) -> User:
+        """The user whose name is ``username`` up to case and compatibility forms (log-in)."""
+        return self.get(username_key=username_key(username))
+
+
 class User(AbstractUser):
     """A user; ``job_weight`` is their share of dispatch capacity relative to other users.
 
-    Saving checks the weight against the deployment's bounds, whichever path set it.
+    Saving checks the weight against the deployment's bounds, and stores the username in
+    NFKC form with its ``username_key`` (``jobsvc.accounts.usernames``), whichever path
+    set them.
     """
+
+    # Unique: "\uff53am" (a fullwidth s) and "Sam" are taken once "sam" is.
+    username_key = models.CharField(max_length=MAX_KEY_LENGTH, unique=True, editable=False)
 
     job_weight = models.FloatField(
         default=DEFAULT_JOB_WEIGHT,
@@ -69,12 +81,17 @@ class User(AbstractUser):
     )
 
     def clean(self) -> None:
-        super().clean()
+        super().clean()  # the username in NFKC form
         from jobsvc.accounts.kafka_topics import kafka_topic_refusals  # imports this module
 
+        taken = User.objects.filter(username_key=username_key(self.username))
+        if taken.exclude(pk=self.pk).exists():
+            raise ValidationError({"username": "A user with that username already exists."})
         refusals = kafka_topic_refusals(self.kafka_topics)
         if refusals:
             raise ValidationError({"kafka_topics": refusals})
+
+    objects = Users()
 
     class Meta:
         db_table = "accounts_user"
@@ -92,10 +109,17 @@ class User(AbstractUser):
         ]
 
     def save(self, *args, **kwargs) -> None:
-        try:
-            JobWeightValidator()(self.job_weight)
-        except ValidationError as exc:
-            raise ValidationError({"job_weight": exc.messages}) from None
+        update_fields = kwargs.get("update_fields")
+        if update_fields is None or "job_weight" in update_fields:
+            try:
+                JobWeightValidator()(self.job_weight)
+            except ValidationError as exc:
+                raise ValidationError({"job_weight": exc.messages}) from None
+        if update_fields is None or "username" in update_fields:
+            self.username = self.normalize_username(self.username)
+            self.username_key = username_key(self.username)
+            if update_fields is not None:
+                kwargs["update_fields"] = {*update_fields, "username_key"}
         super().save(*args, **kwargs)
 
 

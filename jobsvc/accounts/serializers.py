@@ -16,6 +16,7 @@ from rest_framework import serializers
 from jobsvc.accounts.models import DEFAULT_JOB_WEIGHT, User
 from jobsvc.accounts.weights import job_weight_problem
 
+USERNAME_MAX_LENGTH = 150  # User.username's column
 PASSWORD_MIN_LENGTH = 8  # Django's MinimumLengthValidator default, as settings use it
 # CharField refuses NUL characters; stated as a pattern, the schema says so too.
 _NO_NUL = RegexValidator(r"^[^\x00]*$", message="Null characters are not allowed.")
@@ -71,7 +72,7 @@ class JobWeightField(NumberField):
 
 
 class UserCreateInput(serializers.Serializer):
-    username = StringField(max_length=150, validators=[UnicodeUsernameValidator()])
+    username = StringField(max_length=USERNAME_MAX_LENGTH, validators=[UnicodeUsernameValidator()])
     # The schema states the length and the not-all-digits rule; the rest of Django's
     # validators (common passwords, likeness to the username) are in the description.
     password = StringField(
@@ -88,6 +89,19 @@ class UserCreateInput(serializers.Serializer):
         ],
     )
     job_weight = JobWeightField(required=False, default=DEFAULT_JOB_WEIGHT)
+
+    def validate_username(self, value: str) -> str:
+        """The name as it is stored, in NFKC form, which must pass the same rules."""
+        normalized = User.normalize_username(value)
+        if len(normalized) > USERNAME_MAX_LENGTH:
+            raise serializers.ValidationError(
+                f"Ensure this field has no more than {USERNAME_MAX_LENGTH} characters."
+            )
+        try:
+            UnicodeUsernameValidator()(normalized)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(list(exc.messages)) from None
+        return normalized
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         candidate = User(username=attrs["username"], job_weight=attrs["job_weight"])

@@ -7,6 +7,7 @@ from django.db import IntegrityError, transaction
 
 from jobsvc import errors
 from jobsvc.accounts.models import User
+from jobsvc.accounts.usernames import username_key
 
 
 @transaction.atomic(using="default")
@@ -22,14 +23,21 @@ def user_create(
             f"job_weight above {settings.SELF_SERVICE_MAX_JOB_WEIGHT:g} needs a staff user.",
             fields={"job_weight": [f"At most {settings.SELF_SERVICE_MAX_JOB_WEIGHT:g}."]},
         )
-    user = User(username=username, job_weight=job_weight)
+    user = User(username=User.normalize_username(username), job_weight=job_weight)
+    # "Sam" and "\uff53am" are taken once "sam" is (jobsvc.accounts.usernames). The
+    # answer says only that the name is taken, not which name took it.
+    if User.objects.filter(username_key=username_key(user.username)).exists():
+        raise _username_taken()
     user.set_password(password)
     try:
         with transaction.atomic(using="default"):
             user.save(using="default")
-    except IntegrityError:
-        raise errors.UsernameTaken(
-            "username: a user with that username already exists.",
-            fields={"username": ["A user with that username already exists."]},
-        ) from None
+    except IntegrityError:  # taken meanwhile by a concurrent sign-up
+        raise _username_taken() from None
     return user
+
+
+def _username_taken() -> errors.UsernameTaken:
+    return errors.UsernameTaken(
+        "username: this username is taken.", fields={"username": ["This username is taken."]}
+    )

@@ -5,13 +5,20 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.db import IntegrityError, transaction
 
 from jobsvc.accounts.models import User
 from tests.api.support import LOGIN_URL, USERS_URL, error_of
+from tests.conftest import DEFAULT_PASSWORD
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
 PASSWORD = "correct horse battery staple"
+# Lower-case ASCII letters and digits to their fullwidth forms (U+FF41.., U+FF10..).
+FULLWIDTH = {
+    **{ord(c): 0xFF41 + ord(c) - ord("a") for c in "abcdefghijklmnopqrstuvwxyz"},
+    **{ord(c): 0xFF10 + ord(c) - ord("0") for c in "0123456789"},
+}
 
 
 # The databases may hold other users (from other suites or tools): make names unique.
@@ -68,6 +75,63 @@ def test_a_taken_username_is_a_conflict(api_client, make_user):
 
     assert "username" in error["fields"]
     assert User.objects.filter(username=ALICE).count() == 1
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        pytest.param(lambda name: "\uff53" + name[1:], id="fullwidth-first-letter"),
+        pytest.param(str.upper, id="upper-case"),
+        pytest.param(str.title, id="title-case"),
+        pytest.param(lambda name: name.translate(FULLWIDTH), id="all-fullwidth"),
+    ],
+)
+def test_a_name_differing_from_a_taken_one_in_case_or_form_is_taken(api_client, make_user, variant):
+    taken = f"sam{uuid.uuid4().hex[:8]}"
+    make_user(username=taken)
+
+    error = error_of(sign_up(api_client, username=variant(taken)), 409, "username_taken")
+
+    assert taken not in error["message"]
+    assert taken not in str(error["fields"])
+    assert User.objects.filter(username_key=taken).count() == 1
+
+
+def test_a_username_is_stored_in_nfkc_form(api_client):
+    name = f"\uff42ob{uuid.uuid4().hex[:8]}"  # a fullwidth b
+
+    response = sign_up(api_client, username=name)
+
+    assert response.status_code == 201, response.json()
+    assert response.json()["data"]["username"] == "b" + name[1:]
+    assert User.objects.filter(username="b" + name[1:]).exists()
+
+
+def test_a_name_invalid_once_normalized_is_refused(api_client):
+    error = error_of(sign_up(api_client, username=f"{ALICE}\u00bd"), 400, "invalid")  # 1/2
+
+    assert "username" in error["fields"]
+    assert not User.objects.filter(username__startswith=ALICE).exists()
+
+
+def test_a_user_logs_in_with_their_name_in_any_case_or_form(api_client, make_user):
+    name = f"sam{uuid.uuid4().hex[:8]}"
+    user = make_user(username=name)
+
+    for spelling in (name.upper(), name.translate(FULLWIDTH)):
+        response = api_client.post(
+            LOGIN_URL, {"username": spelling, "password": DEFAULT_PASSWORD}, format="json"
+        )
+        assert response.status_code == 200, response.json()
+        assert response.json()["data"]["user"]["id"] == user.pk
+
+
+def test_the_database_refuses_a_second_user_of_the_same_name(make_user):
+    name = f"sam{uuid.uuid4().hex[:8]}"
+    make_user(username=name)
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        User(username=name.upper()).save()
 
 
 @pytest.mark.parametrize(
