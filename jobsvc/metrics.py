@@ -44,6 +44,11 @@ HTTP_LATENCY = Histogram(
     buckets=_LATENCY_BUCKETS,
 )
 JOBS_CREATED = Counter("jobsvc_jobs_created", "Jobs created through the API")
+LOGINS_FAILED = Counter(
+    "jobsvc_logins_failed",
+    "Failed log-ins (unknown name, wrong password, inactive user), via the API or the admin",
+    ["via"],
+)
 
 # The gunicorn master's pid, set by deploy/gunicorn.conf.py; else this process alone.
 PROCESS_ROOT_ENV = "JOBSVC_METRICS_PROCESS_ROOT_PID"

@@ -24,6 +24,7 @@ from jobsvc.env import (
     env_networks,
     env_str,
 )
+from jobsvc.rate_limits import parse_rate
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -434,7 +435,9 @@ TOKEN_LIFETIME = timedelta(seconds=env_int("JOBSVC_TOKEN_LIFETIME_SECONDS", 3600
 TOKEN_REFRESH_LIFETIME = timedelta(
     seconds=env_int("JOBSVC_TOKEN_REFRESH_LIFETIME_SECONDS", 86400, minimum=60)
 )
-# How long an API process trusts its cached copy of a user (active flag, staff flag).
+# How long an API process trusts its cached copy of a user (active flag, staff flag,
+# password, revoked tokens): deactivating a user, a new password and a logout take
+# effect on every API process within this many seconds.
 AUTH_USER_CACHE_SECONDS = env_float("JOBSVC_AUTH_USER_CACHE_SECONDS", 10.0, minimum=0.0)
 
 SIMPLE_JWT = {
@@ -451,6 +454,10 @@ SIMPLE_JWT = {
     "USER_ID_FIELD": "id",
     "USER_ID_CLAIM": "user_id",
     "UPDATE_LAST_LOGIN": False,
+    # Every token carries a digest of its user's password hash: a new password voids
+    # every token issued before it (jobsvc.accounts.tokens).
+    "CHECK_REVOKE_TOKEN": True,
+    "REVOKE_TOKEN_CLAIM": "hash_password",
 }
 
 # --- API -------------------------------------------------------------------------------
@@ -474,13 +481,34 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["jobsvc.api.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "jobsvc.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_THROTTLE_RATES": {
-        "login": env_str("JOBSVC_LOGIN_THROTTLE_RATE", "30/min"),
-        "signup": env_str("JOBSVC_SIGNUP_THROTTLE_RATE", "30/min"),
-    },
+    # Trusted proxies in front of the API: the client address the throttles count is the
+    # one this many hops back in X-Forwarded-For (0: the connection's peer). Set it to the
+    # real number: too high lets clients choose their address, too low makes every client
+    # behind the proxy one address.
     "NUM_PROXIES": env_int("JOBSVC_NUM_PROXIES", 0, minimum=0),
     "UNAUTHENTICATED_USER": None,
 }
+
+
+def _rate(name: str, default: str) -> str:
+    """A throttle rate, "N/s", "N/min", "N/hour" or "N/day", checked at start-up."""
+    value = env_str(name, default)
+    try:
+        parse_rate(value)
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+    return value
+
+
+# Throttles kept in the control database, so shared by every API process
+# (jobsvc.accounts.throttles). Log-ins and token refreshes per client address:
+LOGIN_THROTTLE_RATE = _rate("JOBSVC_LOGIN_THROTTLE_RATE", "30/min")
+# Log-ins (the API's and the admin's) and password changes per account, from any address:
+# what a guesser spread over many addresses gets. Every attempt counts, so a stranger who
+# knows a username can hold its owner's log-ins to this rate as well.
+LOGIN_ACCOUNT_THROTTLE_RATE = _rate("JOBSVC_LOGIN_ACCOUNT_THROTTLE_RATE", "10/min")
+# Sign-ups per client address (each is an account with its own quotas).
+SIGNUP_THROTTLE_RATE = _rate("JOBSVC_SIGNUP_THROTTLE_RATE", "30/hour")
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "jobsvc API",

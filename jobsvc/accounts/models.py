@@ -143,3 +143,38 @@ class WebhookSecret(models.Model):
 
     def __str__(self) -> str:
         return f"webhook secret of user {self.user_id}"  # never the secret itself
+class RevokedToken(models.Model):
+    """A token that must no longer authenticate (logged out, or replaced by a refresh),
+    kept until its own expiry, after which it would fail anyway."""
+
+    jti = models.CharField(max_length=64, primary_key=True)
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="+", db_index=False)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "accounts_revoked_token"
+        indexes = [
+            # What authentication reads with the user: their unexpired revoked tokens.
+            models.Index(fields=["user", "expires_at"], name="accounts_revoked_user_idx"),
+            # What the clean-up deletes.
+            models.Index(fields=["expires_at"], name="accounts_revoked_expires_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"revoked token {self.jti} of user {self.user_id}"
+
+
+class ThrottleBucket(models.Model):
+    """One throttle's state for one client address or account (``jobsvc.accounts.throttles``):
+    the theoretical arrival time of its next request, shared by every API process."""
+
+    key = models.CharField(max_length=100, primary_key=True)  # policy:digest of the identity
+    tat = models.DateTimeField()
+
+    class Meta:
+        db_table = "accounts_throttle_bucket"
+        # What the clean-up deletes: buckets whose time has passed hold nothing.
+        indexes = [models.Index(fields=["tat"], name="accounts_throttle_tat_idx")]
+
+    def __str__(self) -> str:
+        return f"throttle {self.key} until {self.tat:%Y-%m-%d %H:%M:%S}"

@@ -71,11 +71,9 @@ class JobWeightField(NumberField):
         return value
 
 
-class UserCreateInput(serializers.Serializer):
-    username = StringField(max_length=USERNAME_MAX_LENGTH, validators=[UnicodeUsernameValidator()])
-    # The schema states the length and the not-all-digits rule; the rest of Django's
-    # validators (common passwords, likeness to the username) are in the description.
-    password = StringField(
+def _password(**kwargs: Any) -> StringField:
+    """A password as sign-up takes it; Django's validators run with the user, in the service."""
+    return StringField(
         write_only=True,
         trim_whitespace=False,
         min_length=PASSWORD_MIN_LENGTH,
@@ -87,7 +85,15 @@ class UserCreateInput(serializers.Serializer):
                 message="This password is entirely numeric or contains NUL characters.",
             )
         ],
+        **kwargs,
     )
+
+
+class UserCreateInput(serializers.Serializer):
+    username = StringField(max_length=USERNAME_MAX_LENGTH, validators=[UnicodeUsernameValidator()])
+    # The schema states the length and the not-all-digits rule; the rest of Django's
+    # validators (common passwords, likeness to the username) are in the description.
+    password = _password()
     job_weight = JobWeightField(required=False, default=DEFAULT_JOB_WEIGHT)
 
     def validate_username(self, value: str) -> str:
@@ -110,6 +116,16 @@ class UserCreateInput(serializers.Serializer):
         except DjangoValidationError as exc:
             raise serializers.ValidationError({"password": list(exc.messages)}) from None
         return attrs
+
+
+class PasswordChangeInput(serializers.Serializer):
+    current_password = StringField(
+        write_only=True, trim_whitespace=False, min_length=1, max_length=4096, validators=[_NO_NUL]
+    )
+    new_password = _password(
+        help_text="Must also pass Django's validators: not a common password, not too "
+        "like the username."
+    )
 
 
 class LoginInput(serializers.Serializer):

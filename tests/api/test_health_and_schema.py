@@ -23,6 +23,8 @@ API_PATHS = {
     "/api/v1/users",
     "/api/v1/auth/login",
     "/api/v1/auth/refresh",
+    "/api/v1/auth/logout",
+    "/api/v1/me/password",
     "/api/v1/me/jobs",
     "/api/v1/me/jobs/{job_id}",
     "/api/v1/me/jobs/{job_id}/cancel",
