@@ -12,7 +12,7 @@ import json
 import math
 
 from django.utils import timezone
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from rest_framework.exceptions import ParseError, ValidationError
 
@@ -106,6 +106,7 @@ def test_the_parser_returns_only_storable_text_or_refuses_the_body(value):
 @settings(max_examples=200, deadline=None)
 @given(value=values)
 def test_a_body_holding_nul_or_a_lone_surrogate_is_refused_naming_where(value):
+    assume(not _has_non_finite(value))  # Infinity and NaN are refused by the JSON parser first
     body = {"message": "m", "handler_params": {"outer": [value, "\ud800"]}}
 
     try:
