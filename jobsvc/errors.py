@@ -17,7 +17,8 @@ ServiceError
 └── TooManyRequests     a limit refuses the request for now (429, Retry-After, RateLimit)
     ├── Throttled             too many log-ins, sign-ups or password changes
     ├── CreateRateLimited
-    └── UnfinishedJobsLimited
+    ├── UnfinishedJobsLimited
+    └── StoredBytesLimited
 """
 
 from __future__ import annotations
@@ -146,3 +147,9 @@ class UnfinishedJobsLimited(TooManyRequests):
     """The user has as many unfinished jobs as they may have."""
 
     code = "unfinished_jobs_limited"
+
+
+class StoredBytesLimited(TooManyRequests):
+    """The user's unfinished jobs hold as many bytes (messages and parameters) as allowed."""
+
+    code = "stored_bytes_limited"

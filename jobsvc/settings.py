@@ -544,11 +544,16 @@ if JOB_RETENTION and JOB_RETENTION < IDEMPOTENCY_KEY_TTL:
         "JOBSVC_JOB_RETENTION_DAYS must be 0 or cover JOBSVC_IDEMPOTENCY_KEY_TTL_HOURS"
     )
 # Per-user limits on creating jobs (jobsvc/jobs/limits.py says how each is kept cheap).
-# A user's own values in the admin (User.max_unfinished_jobs, .create_rate_per_second)
-# replace these; 0 turns a limit off.
+# A user's own values in the admin (User.max_unfinished_jobs, .create_rate_per_second,
+# .max_stored_bytes) replace these; 0 turns a limit off.
 # Jobs a user may have scheduled, queued or running at once, across all shards.
 USER_MAX_UNFINISHED_JOBS = env_int("JOBSVC_USER_MAX_UNFINISHED_JOBS", 1_000_000, minimum=0)
-# Jobs a user may create per second, in each API process (a bulk counts every job).
+# Bytes a user's unfinished jobs may hold: their messages (UTF-8) and handler parameters
+# (JSON). With the job cap it bounds what one account can make the shards store; 256 MiB
+# is 4,096 jobs of the largest message, or a million of 256 bytes.
+USER_MAX_STORED_BYTES = env_int("JOBSVC_USER_MAX_STORED_BYTES", 256 * 1024 * 1024, minimum=0)
+# Jobs a user may create per second, in each API process (a bulk counts every job; a
+# retry counts the jobs it schedules again, a reschedule counts as one).
 USER_CREATE_RATE_PER_SECOND = env_float("JOBSVC_USER_CREATE_RATE_PER_SECOND", 1000.0, minimum=0.0)
 # Seconds of that rate a user may spend at once (the token bucket's size); never less
 # than one full bulk request.

@@ -64,6 +64,12 @@ class User(AbstractUser):
         help_text="Scheduled, queued and running jobs this user may have at once. Empty: "
         "JOBSVC_USER_MAX_UNFINISHED_JOBS; 0: no limit.",
     )
+    max_stored_bytes = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        help_text="Bytes (messages and handler parameters) this user's unfinished jobs may "
+        "hold. Empty: JOBSVC_USER_MAX_STORED_BYTES; 0: no limit.",
+    )
     create_rate_per_second = models.FloatField(
         null=True,
         blank=True,
@@ -143,6 +149,8 @@ class WebhookSecret(models.Model):
 
     def __str__(self) -> str:
         return f"webhook secret of user {self.user_id}"  # never the secret itself
+
+
 class RevokedToken(models.Model):
     """A token that must no longer authenticate (logged out, or replaced by a refresh),
     kept until its own expiry, after which it would fail anyway."""
