@@ -281,6 +281,16 @@ HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES = env_bool(
     "JOBSVC_HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES", False
 )
 HTTP_HANDLER_MAX_TIMEOUT = env_float("JOBSVC_HTTP_HANDLER_MAX_TIMEOUT_SECONDS", 30.0, minimum=0.1)
+# A create request resolves the hosts of its http jobs to check their addresses
+# (jobsvc.handlers.resolution): each distinct host once, at most this many distinct hosts
+# per request, and no lookup after this many seconds of them; beyond, 400. Bounds how
+# long one bulk request can hold an API worker on name resolution.
+HTTP_HANDLER_MAX_HOSTS_PER_REQUEST = env_int(
+    "JOBSVC_HTTP_HANDLER_MAX_HOSTS_PER_REQUEST", 20, minimum=1
+)
+HTTP_HANDLER_RESOLVE_BUDGET_SECONDS = env_float(
+    "JOBSVC_HTTP_HANDLER_RESOLVE_BUDGET_SECONDS", 5.0, minimum=0.1
+)
 # Topics the kafka handler may publish to at all; staff grant each user some of them
 # (User.kafka_topics). A system topic here (jobs, dead letters, __*) stops start-up.
 KAFKA_HANDLER_ALLOWED_TOPICS = env_list("JOBSVC_KAFKA_HANDLER_ALLOWED_TOPICS")

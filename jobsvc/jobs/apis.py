@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from jobsvc import errors
 from jobsvc.api.envelope import ErrorOutput, enveloped, ok
+from jobsvc.jobs.handler_specs import request_resolution_budget
 from jobsvc.jobs.limits import jobs_admit, jobs_create_admit
 from jobsvc.jobs.models import CANCELLABLE_STATUSES, JobStatus
 from jobsvc.jobs.schema import (
@@ -115,10 +116,11 @@ class JobListCreateApi(APIView):
         now = timezone.now()
         is_bulk = isinstance(request.data, list)
         try:
-            if is_bulk:
-                specs = parse_job_specs(request.data, now=now, user_id=request.user.pk)
-            else:
-                specs = [parse_job_spec(request.data, now=now, user_id=request.user.pk)]
+            with request_resolution_budget():
+                if is_bulk:
+                    specs = parse_job_specs(request.data, now=now, user_id=request.user.pk)
+                else:
+                    specs = [parse_job_spec(request.data, now=now, user_id=request.user.pk)]
         except SpecErrors as exc:
             raise ValidationError(exc.detail) from None
         jobs_create_admit(user=request.user, specs=specs)
