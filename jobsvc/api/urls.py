@@ -1,5 +1,4 @@
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView
 
 from jobsvc.accounts.apis import (
     LoginApi,
@@ -9,6 +8,7 @@ from jobsvc.accounts.apis import (
     UserCreateApi,
 )
 from jobsvc.accounts.webhook_secret_apis import WebhookSecretApi, WebhookSecretRotateApi
+from jobsvc.api.schema_view import SchemaApi
 from jobsvc.jobs.apis import (
     JobCancelApi,
     JobDetailApi,
@@ -39,5 +39,5 @@ urlpatterns = [
     path("me/jobs/<str:job_id>/reschedule", JobRescheduleApi.as_view(), name="job-reschedule"),
     path("me/jobs/<str:job_id>/retry", JobRetryApi.as_view(), name="job-retry"),
     path("jobs/redrive", JobsRedriveApi.as_view(), name="jobs-redrive"),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("schema/", SchemaApi.as_view(), name="schema"),
 ]
