@@ -45,10 +45,10 @@ def weights_for(*, users: int, weights: list[float]) -> list[float]:
     if not weights:
         raise LoadgenError("at least one weight is needed")
     for weight in weights:
-        if not 0 < weight <= settings.MAX_JOB_WEIGHT:
+        if not settings.MIN_JOB_WEIGHT <= weight <= settings.MAX_JOB_WEIGHT:
             raise LoadgenError(
-                f"weight {weight:g} is out of range (0, {settings.MAX_JOB_WEIGHT:g}] "
-                "(JOBSVC_MAX_JOB_WEIGHT)"
+                f"weight {weight:g} is out of range [{settings.MIN_JOB_WEIGHT:g}, "
+                f"{settings.MAX_JOB_WEIGHT:g}] (JOBSVC_MIN_JOB_WEIGHT, JOBSVC_MAX_JOB_WEIGHT)"
             )
     return [weights[n % len(weights)] for n in range(users)]
 
