@@ -525,6 +525,12 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Schedule one-time jobs; they run at their due time, fairly across users.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        # The rules of request bodies serializers cannot state (exactly one of execute_at
+        # and delay_seconds, no unknown field, ...), so the schema says what is accepted.
+        "jobsvc.api.schema_view.add_rules",
+    ],
 }
 
 # Limits on what a request may ask for.

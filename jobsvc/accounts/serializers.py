@@ -15,6 +15,7 @@ from rest_framework import serializers
 
 from jobsvc.accounts.models import DEFAULT_JOB_WEIGHT, User
 from jobsvc.accounts.weights import job_weight_problem
+from jobsvc.api.known_fields import KnownFieldsOnly
 
 USERNAME_MAX_LENGTH = 150  # User.username's column
 PASSWORD_MIN_LENGTH = 8  # Django's MinimumLengthValidator default, as settings use it
@@ -89,7 +90,7 @@ def _password(**kwargs: Any) -> StringField:
     )
 
 
-class UserCreateInput(serializers.Serializer):
+class UserCreateInput(KnownFieldsOnly):
     username = StringField(max_length=USERNAME_MAX_LENGTH, validators=[UnicodeUsernameValidator()])
     # The schema states the length and the not-all-digits rule; the rest of Django's
     # validators (common passwords, likeness to the username) are in the description.
@@ -118,7 +119,7 @@ class UserCreateInput(serializers.Serializer):
         return attrs
 
 
-class PasswordChangeInput(serializers.Serializer):
+class PasswordChangeInput(KnownFieldsOnly):
     current_password = StringField(
         write_only=True, trim_whitespace=False, min_length=1, max_length=4096, validators=[_NO_NUL]
     )
@@ -128,7 +129,7 @@ class PasswordChangeInput(serializers.Serializer):
     )
 
 
-class LoginInput(serializers.Serializer):
+class LoginInput(KnownFieldsOnly):
     username = StringField(min_length=1, max_length=150, validators=[_NO_NUL])
     password = StringField(
         trim_whitespace=False, min_length=1, max_length=4096, validators=[_NO_NUL]

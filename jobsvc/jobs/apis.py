@@ -190,7 +190,8 @@ class JobsCancelApi(APIView):
         responses={200: enveloped("JobsCancelled", JobsCancelledOutput()), **_ERRORS},
         description="Cancel every job of the caller that matches the filter and has not "
         "started (scheduled or queued), on every shard; answers how many were cancelled. "
-        "Give at least one criterion; a field the filter does not know is a 400.",
+        "Give at least one criterion; a field the filter does not know is a 400. A rule "
+        "the schema cannot state: execute_at_to must be later than execute_at_from (400).",
     )
     def post(self, request: Request) -> Response:
         job_filter = _job_filter(request, allowed_statuses=CANCELLABLE_STATUSES)
@@ -229,9 +230,10 @@ class JobsRetryApi(APIView):
         responses={200: enveloped("JobsRetried", JobsRetriedOutput()), **_ERRORS, **_LIMITED},
         description="Retry every failed job of the caller that matches the filter, on every "
         "shard; answers how many are scheduled again. Give at least one criterion; a field "
-        "the filter does not know is a 400; execute_at_to must be later than "
-        "execute_at_from (400). The matching jobs count against the per-user limits as that "
-        "many new ones would, all or none (429); more than the create-rate burst at once "
+        "the filter does not know is a 400. A rule the schema cannot state: execute_at_to "
+        "must be later than execute_at_from (400). The matching jobs count against the "
+        "per-user limits as that many new ones would, all or none (429); more than the "
+        "create-rate burst at once "
         "(JOBSVC_USER_CREATE_RATE_PER_SECOND x JOBSVC_USER_CREATE_BURST_SECONDS) is a 400: "
         "narrow the filter.",
     )
@@ -252,7 +254,9 @@ class JobsRedriveApi(APIView):
         request=JobsRedriveInput,
         responses={200: enveloped("JobsRedriven", JobsRetriedOutput()), **_ERRORS_AND_FORBIDDEN},
         description="Staff only: retry the failed (dead-lettered) jobs of every user, or of "
-        "user_id, that match the filter; answers how many are scheduled again.",
+        "user_id, that match the filter; answers how many are scheduled again. The per-user "
+        "limits do not apply. A rule the schema cannot state: execute_at_to must be later "
+        "than execute_at_from (400).",
     )
     def post(self, request: Request) -> Response:
         if not request.user.is_staff:

@@ -270,3 +270,11 @@ def test_sign_up_is_throttled(api_client, throttle_rates):
     statuses = [sign_up(api_client, username=f"{ALICE}-{n}").status_code for n in range(3)]
 
     assert statuses == [201, 201, 429]
+
+
+@pytest.mark.parametrize("extra", [{"is_staff": True}, {"id": 1}, {"jobweight": 5}])
+def test_a_field_sign_up_does_not_know_is_refused_not_ignored(api_client, extra):
+    error = error_of(sign_up(api_client, **extra), 400, "invalid")
+
+    assert set(error["fields"]) == set(extra)
+    assert not alice_exists()
