@@ -15,6 +15,8 @@ from ipaddress import IPv4Network, IPv6Network, ip_network
 import psycopg
 from psycopg import conninfo
 
+from jobsvc.rate_limits import parse_rate
+
 
 class ConfigError(Exception):
     """An environment variable is missing or has a value the service cannot use."""
@@ -57,6 +59,17 @@ def env_float(
         raise ConfigError(f"{name} must be >= {minimum}, got {value}")
     if maximum is not None and value > maximum:
         raise ConfigError(f"{name} must be <= {maximum}, got {value}")
+    return value
+
+
+def env_rate(name: str, default: str) -> str:
+    """A rate like ``30/min`` (per ``s``, ``min``, ``hour`` or ``day``), checked here and
+    kept as written (``jobsvc.rate_limits.parse_rate`` reads it)."""
+    value = env_str(name, default)
+    try:
+        parse_rate(value)
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
     return value
 
 

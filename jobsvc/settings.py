@@ -22,9 +22,9 @@ from jobsvc.env import (
     env_int,
     env_list,
     env_networks,
+    env_rate,
     env_str,
 )
-from jobsvc.rate_limits import parse_rate
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -282,12 +282,14 @@ HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES = env_bool(
 )
 HTTP_HANDLER_MAX_TIMEOUT = env_float("JOBSVC_HTTP_HANDLER_MAX_TIMEOUT_SECONDS", 30.0, minimum=0.1)
 # A create request resolves the hosts of its http jobs to check their addresses
-# (jobsvc.handlers.resolution): each distinct host once, at most this many distinct hosts
-# per request, and no lookup after this many seconds of them; beyond, 400. Bounds how
-# long one bulk request can hold an API worker on name resolution.
+# (jobsvc.handlers.resolution), each distinct host once: at most this many distinct hosts
+# per request (beyond, 400), which bounds how long one bulk request can hold an API
+# worker on name resolution.
 HTTP_HANDLER_MAX_HOSTS_PER_REQUEST = env_int(
     "JOBSVC_HTTP_HANDLER_MAX_HOSTS_PER_REQUEST", 20, minimum=1
 )
+# Seconds of name resolution one create request may spend: no lookup starts after them
+# (the job is refused, 400).
 HTTP_HANDLER_RESOLVE_BUDGET_SECONDS = env_float(
     "JOBSVC_HTTP_HANDLER_RESOLVE_BUDGET_SECONDS", 5.0, minimum=0.1
 )
@@ -424,13 +426,14 @@ AUTH_PASSWORD_VALIDATORS = [
 
 # Self-service sign-up (POST /api/v1/users without a staff token).
 SIGNUP_ENABLED = env_bool("JOBSVC_SIGNUP_ENABLED", True)
-# Bounds of every user's job_weight (a share relative to other users; no unit), on every
-# path that sets one: sign-up, staff creating users, the admin, the model's save (see
-# jobsvc.accounts.weights, and its hard bounds, which the database enforces). A tiny
-# weight would make every other user's share vanish in the fair order's arithmetic.
+# The smallest job_weight (a share relative to other users; no unit) any user may have,
+# on every path that sets one: sign-up, staff creating users, the admin, the model's save
+# (jobsvc.accounts.weights; the database enforces its hard bounds, 0.001 to 1,000,000).
+# A tiny weight would make every other user's share vanish in the fair order's arithmetic.
 MIN_JOB_WEIGHT = env_float(
     "JOBSVC_MIN_JOB_WEIGHT", 0.001, minimum=JOB_WEIGHT_FLOOR, maximum=JOB_WEIGHT_CEILING
 )
+# The largest job_weight any user may have, staff-created ones included.
 MAX_JOB_WEIGHT = env_float(
     "JOBSVC_MAX_JOB_WEIGHT", 1000.0, minimum=JOB_WEIGHT_FLOOR, maximum=JOB_WEIGHT_CEILING
 )
@@ -500,25 +503,16 @@ REST_FRAMEWORK = {
 }
 
 
-def _rate(name: str, default: str) -> str:
-    """A throttle rate, "N/s", "N/min", "N/hour" or "N/day", checked at start-up."""
-    value = env_str(name, default)
-    try:
-        parse_rate(value)
-    except ValueError as exc:
-        raise ConfigError(f"{name}: {exc}") from None
-    return value
-
-
-# Throttles kept in the control database, so shared by every API process
-# (jobsvc.accounts.throttles). Log-ins and token refreshes per client address:
-LOGIN_THROTTLE_RATE = _rate("JOBSVC_LOGIN_THROTTLE_RATE", "30/min")
+# Log-ins and token refreshes per client address (an IPv6 client by its /64). This and
+# the two throttles below live in the control database, so every API process shares them
+# (jobsvc.accounts.throttles).
+LOGIN_THROTTLE_RATE = env_rate("JOBSVC_LOGIN_THROTTLE_RATE", "30/min")
 # Log-ins (the API's and the admin's) and password changes per account, from any address:
 # what a guesser spread over many addresses gets. Every attempt counts, so a stranger who
 # knows a username can hold its owner's log-ins to this rate as well.
-LOGIN_ACCOUNT_THROTTLE_RATE = _rate("JOBSVC_LOGIN_ACCOUNT_THROTTLE_RATE", "10/min")
+LOGIN_ACCOUNT_THROTTLE_RATE = env_rate("JOBSVC_LOGIN_ACCOUNT_THROTTLE_RATE", "10/min")
 # Sign-ups per client address (each is an account with its own quotas).
-SIGNUP_THROTTLE_RATE = _rate("JOBSVC_SIGNUP_THROTTLE_RATE", "30/hour")
+SIGNUP_THROTTLE_RATE = env_rate("JOBSVC_SIGNUP_THROTTLE_RATE", "30/hour")
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "jobsvc API",
