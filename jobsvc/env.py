@@ -7,12 +7,15 @@ later on the first request that needs it.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from ipaddress import IPv4Network, IPv6Network, ip_network
 
 import psycopg
 from psycopg import conninfo
+
+from jobsvc.rate_limits import parse_rate
 
 
 class ConfigError(Exception):
@@ -39,7 +42,10 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     return value
 
 
-def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+def env_float(
+    name: str, default: float, *, minimum: float | None = None, maximum: float | None = None
+) -> float:
+    """A finite number (``nan`` and ``inf`` are refused) within the bounds given."""
     raw = os.environ.get(name)
     if raw is None:
         return default
@@ -47,8 +53,23 @@ def env_float(name: str, default: float, *, minimum: float | None = None) -> flo
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, got {raw!r}")
     if minimum is not None and value < minimum:
         raise ConfigError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{name} must be <= {maximum}, got {value}")
+    return value
+
+
+def env_rate(name: str, default: str) -> str:
+    """A rate like ``30/min`` (per ``s``, ``min``, ``hour`` or ``day``), checked here and
+    kept as written (``jobsvc.rate_limits.parse_rate`` reads it)."""
+    value = env_str(name, default)
+    try:
+        parse_rate(value)
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
     return value
 
 

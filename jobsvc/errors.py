@@ -14,12 +14,18 @@ ServiceError
 │   ├── JobWeightNeedsStaff
 │   └── StaffOnly
 ├── InvalidInput        the request names something malformed
-└── TooManyRequests     a per-user limit refuses the request for now (429, Retry-After)
+└── TooManyRequests     a limit refuses the request for now (429, Retry-After, RateLimit)
+    ├── Throttled             too many log-ins, sign-ups or password changes
     ├── CreateRateLimited
-    └── UnfinishedJobsLimited
+    ├── UnfinishedJobsLimited
+    └── StoredBytesLimited
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+
+from jobsvc.rate_limits import QuotaState
 
 
 class ServiceError(Exception):
@@ -112,13 +118,23 @@ class InvalidInput(ServiceError):
 
 
 class TooManyRequests(ServiceError):
-    """A per-user limit refuses the request for now; ``retry_after`` says for how long."""
+    """A limit refuses the request for now; ``retry_after`` says for how long, ``quotas``
+    the state of the limits that applied (sent as RateLimit header fields)."""
 
     code = "too_many_requests"
 
-    def __init__(self, message: str, *, retry_after: int) -> None:
+    def __init__(
+        self, message: str, *, retry_after: int, quotas: Sequence[QuotaState] = ()
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after  # whole seconds, at least 1
+        self.quotas = tuple(quotas)
+
+
+class Throttled(TooManyRequests):
+    """Too many log-ins, sign-ups or password changes from this address or for this account."""
+
+    code = "throttled"
 
 
 class CreateRateLimited(TooManyRequests):
@@ -131,3 +147,9 @@ class UnfinishedJobsLimited(TooManyRequests):
     """The user has as many unfinished jobs as they may have."""
 
     code = "unfinished_jobs_limited"
+
+
+class StoredBytesLimited(TooManyRequests):
+    """The user's unfinished jobs hold as many bytes (messages and parameters) as allowed."""
+
+    code = "stored_bytes_limited"

@@ -44,6 +44,11 @@ HTTP_LATENCY = Histogram(
     buckets=_LATENCY_BUCKETS,
 )
 JOBS_CREATED = Counter("jobsvc_jobs_created", "Jobs created through the API")
+LOGINS_FAILED = Counter(
+    "jobsvc_logins_failed",
+    "Failed log-ins (unknown name, wrong password, inactive user), via the API or the admin",
+    ["via"],
+)
 
 # The gunicorn master's pid, set by deploy/gunicorn.conf.py; else this process alone.
 PROCESS_ROOT_ENV = "JOBSVC_METRICS_PROCESS_ROOT_PID"
@@ -68,7 +73,7 @@ class MetricsMiddleware:
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """Prometheus text exposition of this API (all gunicorn workers), to allowed networks."""
-    if not _peer_may_read_metrics(request.META.get("REMOTE_ADDR", "")):
+    if not peer_in_allowed_networks(request):
         message = "Metrics are served only to the networks in JOBSVC_METRICS_ALLOWED_NETWORKS."
         return JsonResponse(error_body("forbidden", message), status=403)
     registry = CollectorRegistry()
@@ -81,6 +86,12 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     registry_output = generate_latest(registry)
     tree = generate_latest(_ProcessTreeRegistry())
     return HttpResponse(registry_output + tree, content_type=CONTENT_TYPE_LATEST)
+
+
+def peer_in_allowed_networks(request: HttpRequest) -> bool:
+    """Whether the connection's peer (never a forwarded header) may read the operators'
+    endpoints: /metrics and /readyz (JOBSVC_METRICS_ALLOWED_NETWORKS)."""
+    return _peer_may_read_metrics(request.META.get("REMOTE_ADDR", ""))
 
 
 def _peer_may_read_metrics(remote_addr: str) -> bool:

@@ -12,6 +12,7 @@ import secrets
 from datetime import timedelta
 from pathlib import Path
 
+from jobsvc.accounts.weights import JOB_WEIGHT_CEILING, JOB_WEIGHT_FLOOR
 from jobsvc.env import (
     ConfigError,
     database_from_url,
@@ -21,6 +22,7 @@ from jobsvc.env import (
     env_int,
     env_list,
     env_networks,
+    env_rate,
     env_str,
 )
 
@@ -279,6 +281,18 @@ HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES = env_bool(
     "JOBSVC_HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES", False
 )
 HTTP_HANDLER_MAX_TIMEOUT = env_float("JOBSVC_HTTP_HANDLER_MAX_TIMEOUT_SECONDS", 30.0, minimum=0.1)
+# A create request resolves the hosts of its http jobs to check their addresses
+# (jobsvc.handlers.resolution), each distinct host once: at most this many distinct hosts
+# per request (beyond, 400), which bounds how long one bulk request can hold an API
+# worker on name resolution.
+HTTP_HANDLER_MAX_HOSTS_PER_REQUEST = env_int(
+    "JOBSVC_HTTP_HANDLER_MAX_HOSTS_PER_REQUEST", 20, minimum=1
+)
+# Seconds of name resolution one create request may spend: no lookup starts after them
+# (the job is refused, 400).
+HTTP_HANDLER_RESOLVE_BUDGET_SECONDS = env_float(
+    "JOBSVC_HTTP_HANDLER_RESOLVE_BUDGET_SECONDS", 5.0, minimum=0.1
+)
 # Topics the kafka handler may publish to at all; staff grant each user some of them
 # (User.kafka_topics). A system topic here (jobs, dead letters, __*) stops start-up.
 KAFKA_HANDLER_ALLOWED_TOPICS = env_list("JOBSVC_KAFKA_HANDLER_ALLOWED_TOPICS")
@@ -412,15 +426,31 @@ AUTH_PASSWORD_VALIDATORS = [
 
 # Self-service sign-up (POST /api/v1/users without a staff token).
 SIGNUP_ENABLED = env_bool("JOBSVC_SIGNUP_ENABLED", True)
+# The smallest job_weight (a share relative to other users; no unit) any user may have,
+# on every path that sets one: sign-up, staff creating users, the admin, the model's save
+# (jobsvc.accounts.weights; the database enforces its hard bounds, 0.001 to 1,000,000).
+# A tiny weight would make every other user's share vanish in the fair order's arithmetic.
+MIN_JOB_WEIGHT = env_float(
+    "JOBSVC_MIN_JOB_WEIGHT", 0.001, minimum=JOB_WEIGHT_FLOOR, maximum=JOB_WEIGHT_CEILING
+)
+# The largest job_weight any user may have, staff-created ones included.
+MAX_JOB_WEIGHT = env_float(
+    "JOBSVC_MAX_JOB_WEIGHT", 1000.0, minimum=JOB_WEIGHT_FLOOR, maximum=JOB_WEIGHT_CEILING
+)
+if MIN_JOB_WEIGHT > MAX_JOB_WEIGHT:
+    raise ConfigError("JOBSVC_MIN_JOB_WEIGHT must not exceed JOBSVC_MAX_JOB_WEIGHT")
 # Highest job_weight a user may give themselves; above it a staff caller is needed.
-SELF_SERVICE_MAX_JOB_WEIGHT = env_float("JOBSVC_SELF_SERVICE_MAX_JOB_WEIGHT", 1.0, minimum=0.001)
-MAX_JOB_WEIGHT = env_float("JOBSVC_MAX_JOB_WEIGHT", 1000.0, minimum=0.001)
+SELF_SERVICE_MAX_JOB_WEIGHT = env_float(
+    "JOBSVC_SELF_SERVICE_MAX_JOB_WEIGHT", 1.0, minimum=MIN_JOB_WEIGHT, maximum=MAX_JOB_WEIGHT
+)
 
 TOKEN_LIFETIME = timedelta(seconds=env_int("JOBSVC_TOKEN_LIFETIME_SECONDS", 3600, minimum=30))
 TOKEN_REFRESH_LIFETIME = timedelta(
     seconds=env_int("JOBSVC_TOKEN_REFRESH_LIFETIME_SECONDS", 86400, minimum=60)
 )
-# How long an API process trusts its cached copy of a user (active flag, staff flag).
+# How long an API process trusts its cached copy of a user (active flag, staff flag,
+# password, revoked tokens): deactivating a user, a new password and a logout take
+# effect on every API process within this many seconds.
 AUTH_USER_CACHE_SECONDS = env_float("JOBSVC_AUTH_USER_CACHE_SECONDS", 10.0, minimum=0.0)
 
 SIMPLE_JWT = {
@@ -437,6 +467,10 @@ SIMPLE_JWT = {
     "USER_ID_FIELD": "id",
     "USER_ID_CLAIM": "user_id",
     "UPDATE_LAST_LOGIN": False,
+    # Every token carries a digest of its user's password hash: a new password voids
+    # every token issued before it (jobsvc.accounts.tokens).
+    "CHECK_REVOKE_TOKEN": True,
+    "REVOKE_TOKEN_CLAIM": "hash_password",
 }
 
 # --- API -------------------------------------------------------------------------------
@@ -456,23 +490,41 @@ REST_FRAMEWORK = {
         "jobsvc.accounts.authentication.CachedUserJWTAuthentication"
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["jobsvc.api.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["jobsvc.api.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "jobsvc.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_THROTTLE_RATES": {
-        "login": env_str("JOBSVC_LOGIN_THROTTLE_RATE", "30/min"),
-        "signup": env_str("JOBSVC_SIGNUP_THROTTLE_RATE", "30/min"),
-    },
+    # Trusted proxies in front of the API: the client address the throttles count is the
+    # one this many hops back in X-Forwarded-For (0: the connection's peer). Set it to the
+    # real number: too high lets clients choose their address, too low makes every client
+    # behind the proxy one address.
     "NUM_PROXIES": env_int("JOBSVC_NUM_PROXIES", 0, minimum=0),
     "UNAUTHENTICATED_USER": None,
 }
+
+
+# Log-ins and token refreshes per client address (an IPv6 client by its /64). This and
+# the two throttles below live in the control database, so every API process shares them
+# (jobsvc.accounts.throttles).
+LOGIN_THROTTLE_RATE = env_rate("JOBSVC_LOGIN_THROTTLE_RATE", "30/min")
+# Log-ins (the API's and the admin's) and password changes per account, from any address:
+# what a guesser spread over many addresses gets. Every attempt counts, so a stranger who
+# knows a username can hold its owner's log-ins to this rate as well.
+LOGIN_ACCOUNT_THROTTLE_RATE = env_rate("JOBSVC_LOGIN_ACCOUNT_THROTTLE_RATE", "10/min")
+# Sign-ups per client address (each is an account with its own quotas).
+SIGNUP_THROTTLE_RATE = env_rate("JOBSVC_SIGNUP_THROTTLE_RATE", "30/hour")
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "jobsvc API",
     "DESCRIPTION": "Schedule one-time jobs; they run at their due time, fairly across users.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        # The rules of request bodies serializers cannot state (exactly one of execute_at
+        # and delay_seconds, no unknown field, ...), so the schema says what is accepted.
+        "jobsvc.api.schema_view.add_rules",
+    ],
 }
 
 # Limits on what a request may ask for.
@@ -502,11 +554,16 @@ if JOB_RETENTION and JOB_RETENTION < IDEMPOTENCY_KEY_TTL:
         "JOBSVC_JOB_RETENTION_DAYS must be 0 or cover JOBSVC_IDEMPOTENCY_KEY_TTL_HOURS"
     )
 # Per-user limits on creating jobs (jobsvc/jobs/limits.py says how each is kept cheap).
-# A user's own values in the admin (User.max_unfinished_jobs, .create_rate_per_second)
-# replace these; 0 turns a limit off.
+# A user's own values in the admin (User.max_unfinished_jobs, .create_rate_per_second,
+# .max_stored_bytes) replace these; 0 turns a limit off.
 # Jobs a user may have scheduled, queued or running at once, across all shards.
 USER_MAX_UNFINISHED_JOBS = env_int("JOBSVC_USER_MAX_UNFINISHED_JOBS", 1_000_000, minimum=0)
-# Jobs a user may create per second, in each API process (a bulk counts every job).
+# Bytes a user's unfinished jobs may hold: their messages (UTF-8) and handler parameters
+# (JSON). With the job cap it bounds what one account can make the shards store; 256 MiB
+# is 4,096 jobs of the largest message, or a million of 256 bytes.
+USER_MAX_STORED_BYTES = env_int("JOBSVC_USER_MAX_STORED_BYTES", 256 * 1024 * 1024, minimum=0)
+# Jobs a user may create per second, in each API process (a bulk counts every job; a
+# retry counts the jobs it schedules again, a reschedule counts as one).
 USER_CREATE_RATE_PER_SECOND = env_float("JOBSVC_USER_CREATE_RATE_PER_SECOND", 1000.0, minimum=0.0)
 # Seconds of that rate a user may spend at once (the token bucket's size); never less
 # than one full bulk request.

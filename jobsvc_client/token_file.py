@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,13 +40,16 @@ def session_load(path: Path) -> Session | None:
 def session_save(path: Path, session: Session) -> None:
     """Write atomically; the file is created 0600, never readable by others even briefly."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # A name nobody can have prepared, opened only if it does not exist (O_EXCL) and never
+    # through a symbolic link (O_NOFOLLOW): safe in a directory others can write to.
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
     body = {
         "url": session.url,
         "token": session.token.token,
         "expire": session.token.expire.isoformat(),
     }
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    descriptor = os.open(temporary, flags, FILE_MODE)
     try:
         with os.fdopen(descriptor, "w") as file:
             json.dump(body, file)

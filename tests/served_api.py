@@ -17,6 +17,11 @@ from tools.bench.processes import REPO, stopped_with_parent
 from tools.devstack.ports import free_port
 
 API_START_TIMEOUT = 30.0  # seconds until gunicorn answers /healthz
+UNTHROTTLED = {
+    "JOBSVC_LOGIN_THROTTLE_RATE": "100000/s",
+    "JOBSVC_LOGIN_ACCOUNT_THROTTLE_RATE": "100000/s",
+    "JOBSVC_SIGNUP_THROTTLE_RATE": "100000/s",
+}
 
 
 @contextmanager
@@ -26,6 +31,8 @@ def serving_api(
     """Serve the API with gunicorn (the production config) for the block; yields its URL.
 
     ``env`` adds to (or overrides) this process's environment, e.g. a setting under test.
+    The log-in and sign-up throttles are shared by every test that logs in from this host
+    (they live in the database), so they are set out of reach unless ``env`` sets them.
     """
     port = free_port()
     thread_args = [] if threads is None else ["--threads", str(threads)]
@@ -47,7 +54,7 @@ def serving_api(
                 ]
             ),
             cwd=REPO,
-            env={**os.environ, **(env or {})},
+            env={**os.environ, **UNTHROTTLED, **(env or {})},
             stdout=subprocess.DEVNULL,
             stderr=log,
         )

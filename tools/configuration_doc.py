@@ -36,6 +36,7 @@ KINDS = {
     "env_list": "comma-separated list",
     "env_database_urls": "comma-separated PostgreSQL URLs",
     "env_networks": "comma-separated networks (CIDR)",
+    "env_rate": "rate: N/s, N/min, N/hour or N/day",
 }
 HEADING = re.compile(r"^# -+ (?P<title>.+?) -+$")
 NAME = re.compile(r"^JOBSVC_[A-Z0-9_]+$")
@@ -93,8 +94,13 @@ def _evaluate(node: ast.expr):
 def _kind(call: ast.Call, function: str) -> str:
     kind = KINDS.get(function, "text")
     for keyword in call.keywords:
-        if keyword.arg == "minimum":
-            kind += f", at least {_evaluate(keyword.value):g}"
+        if keyword.arg in ("minimum", "maximum"):
+            word = "at least" if keyword.arg == "minimum" else "at most"
+            try:
+                bound = f"{_evaluate(keyword.value):g}"
+            except Exception:  # another setting or a constant: shown as written
+                bound = f"`{ast.unparse(keyword.value)}`"
+            kind += f", {word} {bound}"
     return kind
 
 

@@ -11,6 +11,7 @@ class UserAdmin(DjangoUserAdmin):
         "job_weight",
         "max_unfinished_jobs",
         "create_rate_per_second",
+        "max_stored_bytes",
         "is_active",
         "is_staff",
         "date_joined",
@@ -19,7 +20,10 @@ class UserAdmin(DjangoUserAdmin):
     fieldsets = (
         *DjangoUserAdmin.fieldsets,
         ("Scheduling", {"fields": ("job_weight",)}),
-        ("Limits", {"fields": ("max_unfinished_jobs", "create_rate_per_second")}),
+        (
+            "Limits",
+            {"fields": ("max_unfinished_jobs", "max_stored_bytes", "create_rate_per_second")},
+        ),
         ("Handlers", {"fields": ("kafka_topics",)}),
     )
     add_fieldsets = (*DjangoUserAdmin.add_fieldsets, ("Scheduling", {"fields": ("job_weight",)}))

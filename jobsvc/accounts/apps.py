@@ -7,4 +7,7 @@ class AccountsConfig(AppConfig):
     verbose_name = "Accounts"
 
     def ready(self) -> None:
-        from jobsvc.accounts import schema  # noqa: F401  (registers the OpenAPI auth scheme)
+        from jobsvc.accounts import (  # noqa: F401  (registrations)
+            login_failures,  # the failed log-in signal's receiver
+            schema,  # the OpenAPI auth scheme
+        )

@@ -2,8 +2,10 @@
 
 simplejwt's ``JWTAuthentication`` loads the user row for each request. On the job-create
 hot path that doubles the database round trips, so each API process keeps a small
-least-recently-used cache of users for ``AUTH_USER_CACHE_SECONDS``: deactivating or
-deleting a user takes effect on every process within that many seconds.
+least-recently-used cache of users, each with the ids of their revoked tokens
+(``jobsvc.accounts.tokens``), for ``AUTH_USER_CACHE_SECONDS``: deactivating or deleting a
+user, changing their password and revoking a token take effect on every process within
+that many seconds (at once on the process that made the change).
 
 It also decodes and verifies every token from scratch (base64, JSON, HMAC, claims): about
 a tenth of a job create's CPU. A client sends the same token until it refreshes it, so
@@ -23,11 +25,15 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from django.conf import settings
+from django.contrib.postgres.expressions import ArraySubquery
+from django.db.models import OuterRef
+from django.db.models.functions import Now
 from rest_framework_simplejwt.authentication import JWTAuthentication
 from rest_framework_simplejwt.exceptions import AuthenticationFailed, InvalidToken
 from rest_framework_simplejwt.settings import api_settings
+from rest_framework_simplejwt.utils import get_md5_hash_password
 
-from jobsvc.accounts.models import User
+from jobsvc.accounts.models import RevokedToken, User
 
 _MAX_CACHED_USERS = 10_000
 _MAX_CACHED_TOKENS = 10_000
@@ -101,14 +107,36 @@ class CachedUserJWTAuthentication(JWTAuthentication):
             user_id = int(validated_token[api_settings.USER_ID_CLAIM])
         except (KeyError, TypeError, ValueError):
             raise InvalidToken("Token contained no recognizable user identification") from None
-        hit, user = user_cache.get(user_id)
+        hit, cached = user_cache.get(user_id)
         if not hit:
-            user = User.objects.filter(pk=user_id).first()
+            cached = _user_with_revoked_tokens(user_id)
             user_cache.put(
-                user_id, user, expires_at=user_cache.now() + settings.AUTH_USER_CACHE_SECONDS
+                user_id, cached, expires_at=user_cache.now() + settings.AUTH_USER_CACHE_SECONDS
             )
+        user, revoked = cached
         if user is None:
             raise AuthenticationFailed("User not found", code="user_not_found")
         if not user.is_active:
             raise AuthenticationFailed("User is inactive", code="user_inactive")
+        if validated_token.get(api_settings.JTI_CLAIM) in revoked:
+            raise InvalidToken("Token has been revoked (logged out or refreshed); log in again")
+        if not password_unchanged(validated_token, user):
+            raise InvalidToken("Token has been revoked: the password has changed; log in again")
         return user
+
+
+def password_unchanged(token: Any, user: User) -> bool:
+    """Whether the user's password is the one the token was issued under."""
+    return token.get(api_settings.REVOKE_TOKEN_CLAIM) == get_md5_hash_password(user.password)
+
+
+def forget_user(user_id: int) -> None:
+    """Read the user again on this process's next request (a revocation, a new password)."""
+    user_cache.discard(user_id)
+
+
+def _user_with_revoked_tokens(user_id: int) -> tuple[User | None, frozenset[str]]:
+    """The user and the ids of their revoked, unexpired tokens, in one query."""
+    revoked = RevokedToken.objects.filter(user=OuterRef("pk"), expires_at__gt=Now()).values("jti")
+    user = User.objects.filter(pk=user_id).annotate(revoked_jtis=ArraySubquery(revoked)).first()
+    return user, frozenset(user.revoked_jtis if user is not None else ())

@@ -14,19 +14,28 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobsvc.accounts.models import DEFAULT_JOB_WEIGHT, User
+from jobsvc.accounts.weights import job_weight_problem
+from jobsvc.api.known_fields import KnownFieldsOnly
 
+USERNAME_MAX_LENGTH = 150  # User.username's column
 PASSWORD_MIN_LENGTH = 8  # Django's MinimumLengthValidator default, as settings use it
 # CharField refuses NUL characters; stated as a pattern, the schema says so too.
 _NO_NUL = RegexValidator(r"^[^\x00]*$", message="Null characters are not allowed.")
 
 
 class NumberField(serializers.FloatField):
-    """A number: DRF's FloatField would read JSON true and false as 1.0 and 0.0."""
+    """A JSON number and only that: DRF's FloatField would read true as 1.0 and "nan" as
+    NaN. An integer too large for a float is read as infinity, for the bounds to refuse."""
+
+    default_error_messages = {"invalid": "Must be a number."}
 
     def to_internal_value(self, data: Any) -> float:
-        if isinstance(data, bool):
+        if isinstance(data, bool) or not isinstance(data, int | float):
             self.fail("invalid")
-        return super().to_internal_value(data)
+        try:
+            return float(data)
+        except OverflowError:
+            return math.inf
 
 
 class StringField(serializers.CharField):
@@ -43,21 +52,29 @@ class StringField(serializers.CharField):
 @extend_schema_field(
     {
         "type": "number",
-        "minimum": 0,
-        "exclusiveMinimum": True,
+        "minimum": settings.MIN_JOB_WEIGHT,
         "maximum": settings.MAX_JOB_WEIGHT,
-        "description": "Above JOBSVC_SELF_SERVICE_MAX_JOB_WEIGHT needs a staff caller (403).",
+        "description": "Share of dispatch capacity relative to other users, from "
+        "JOBSVC_MIN_JOB_WEIGHT to JOBSVC_MAX_JOB_WEIGHT. Above "
+        "JOBSVC_SELF_SERVICE_MAX_JOB_WEIGHT needs a staff caller (403).",
     }
 )
 class JobWeightField(NumberField):
-    pass
+    """A weight within the deployment's bounds (``jobsvc.accounts.weights``)."""
+
+    def to_internal_value(self, data: Any) -> float:
+        value = super().to_internal_value(data)
+        problem = job_weight_problem(
+            value, minimum=settings.MIN_JOB_WEIGHT, maximum=settings.MAX_JOB_WEIGHT
+        )
+        if problem is not None:
+            raise serializers.ValidationError(problem)
+        return value
 
 
-class UserCreateInput(serializers.Serializer):
-    username = StringField(max_length=150, validators=[UnicodeUsernameValidator()])
-    # The schema states the length and the not-all-digits rule; the rest of Django's
-    # validators (common passwords, likeness to the username) are in the description.
-    password = StringField(
+def _password(**kwargs: Any) -> StringField:
+    """A password as sign-up takes it; Django's validators run with the user, in the service."""
+    return StringField(
         write_only=True,
         trim_whitespace=False,
         min_length=PASSWORD_MIN_LENGTH,
@@ -69,15 +86,29 @@ class UserCreateInput(serializers.Serializer):
                 message="This password is entirely numeric or contains NUL characters.",
             )
         ],
+        **kwargs,
     )
+
+
+class UserCreateInput(KnownFieldsOnly):
+    username = StringField(max_length=USERNAME_MAX_LENGTH, validators=[UnicodeUsernameValidator()])
+    # The schema states the length and the not-all-digits rule; the rest of Django's
+    # validators (common passwords, likeness to the username) are in the description.
+    password = _password()
     job_weight = JobWeightField(required=False, default=DEFAULT_JOB_WEIGHT)
 
-    def validate_job_weight(self, value: float) -> float:
-        if not math.isfinite(value) or value <= 0:
-            raise serializers.ValidationError("Must be a positive number.")
-        if value > settings.MAX_JOB_WEIGHT:
-            raise serializers.ValidationError(f"At most {settings.MAX_JOB_WEIGHT:g}.")
-        return value
+    def validate_username(self, value: str) -> str:
+        """The name as it is stored, in NFKC form, which must pass the same rules."""
+        normalized = User.normalize_username(value)
+        if len(normalized) > USERNAME_MAX_LENGTH:
+            raise serializers.ValidationError(
+                f"Ensure this field has no more than {USERNAME_MAX_LENGTH} characters."
+            )
+        try:
+            UnicodeUsernameValidator()(normalized)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(list(exc.messages)) from None
+        return normalized
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         candidate = User(username=attrs["username"], job_weight=attrs["job_weight"])
@@ -88,7 +119,17 @@ class UserCreateInput(serializers.Serializer):
         return attrs
 
 
-class LoginInput(serializers.Serializer):
+class PasswordChangeInput(KnownFieldsOnly):
+    current_password = StringField(
+        write_only=True, trim_whitespace=False, min_length=1, max_length=4096, validators=[_NO_NUL]
+    )
+    new_password = _password(
+        help_text="Must also pass Django's validators: not a common password, not too "
+        "like the username."
+    )
+
+
+class LoginInput(KnownFieldsOnly):
     username = StringField(min_length=1, max_length=150, validators=[_NO_NUL])
     password = StringField(
         trim_whitespace=False, min_length=1, max_length=4096, validators=[_NO_NUL]

@@ -16,6 +16,7 @@ from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
 from jobsvc import errors
+from jobsvc.rate_limits import rate_limit_headers
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         headers = {}
         if isinstance(exc, errors.TooManyRequests):
             headers["Retry-After"] = str(exc.retry_after)
+            headers.update(rate_limit_headers(exc.quotas))
         return Response(
             error_body(exc.code, exc.message, exc.fields), status=_status_of(exc), headers=headers
         )

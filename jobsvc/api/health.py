@@ -1,4 +1,9 @@
-"""Liveness and readiness probes (no authentication, no envelope)."""
+"""Liveness and readiness probes (no authentication, no envelope).
+
+/healthz costs nothing and says nothing, so anyone may call it. /readyz queries every
+database and names those that fail, so it answers only the networks that may read
+/metrics (JOBSVC_METRICS_ALLOWED_NETWORKS: the orchestrator's and Prometheus's).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,9 @@ import logging
 
 from django.db import connections
 from django.http import HttpRequest, JsonResponse
+
+from jobsvc.api.errors import error_body
+from jobsvc.metrics import peer_in_allowed_networks
 
 logger = logging.getLogger(__name__)
 
@@ -17,6 +25,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 def readyz(request: HttpRequest) -> JsonResponse:
     """Every database (control and shards) answers a query."""
+    if not peer_in_allowed_networks(request):
+        message = "Readiness is served only to the networks in JOBSVC_METRICS_ALLOWED_NETWORKS."
+        return JsonResponse(error_body("forbidden", message), status=403)
     failures: dict[str, str] = {}
     for alias in connections:
         try:

@@ -1,8 +1,14 @@
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView
 
-from jobsvc.accounts.apis import LoginApi, RefreshApi, UserCreateApi
+from jobsvc.accounts.apis import (
+    LoginApi,
+    LogoutApi,
+    PasswordChangeApi,
+    RefreshApi,
+    UserCreateApi,
+)
 from jobsvc.accounts.webhook_secret_apis import WebhookSecretApi, WebhookSecretRotateApi
+from jobsvc.api.schema_view import SchemaApi
 from jobsvc.jobs.apis import (
     JobCancelApi,
     JobDetailApi,
@@ -22,6 +28,8 @@ urlpatterns = [
     path(
         "me/webhook-secret/rotate", WebhookSecretRotateApi.as_view(), name="webhook-secret-rotate"
     ),
+    path("auth/logout", LogoutApi.as_view(), name="auth-logout"),
+    path("me/password", PasswordChangeApi.as_view(), name="me-password"),
     path("me/jobs", JobListCreateApi.as_view(), name="jobs"),
     # Bulk actions by filter; before me/jobs/<job_id>, which would take their names as ids.
     path("me/jobs/cancel", JobsCancelApi.as_view(), name="jobs-cancel"),
@@ -31,5 +39,5 @@ urlpatterns = [
     path("me/jobs/<str:job_id>/reschedule", JobRescheduleApi.as_view(), name="job-reschedule"),
     path("me/jobs/<str:job_id>/retry", JobRetryApi.as_view(), name="job-retry"),
     path("jobs/redrive", JobsRedriveApi.as_view(), name="jobs-redrive"),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("schema/", SchemaApi.as_view(), name="schema"),
 ]

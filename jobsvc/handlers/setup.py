@@ -15,6 +15,7 @@ from django.core import checks
 
 from jobsvc.handlers.errors import HandlerConfigError
 from jobsvc.handlers.registry import HandlerRegistry
+from jobsvc.handlers.resolution import budgeted_resolver
 
 
 def reserved_kafka_topics() -> frozenset[str]:
@@ -24,18 +25,24 @@ def reserved_kafka_topics() -> frozenset[str]:
     return frozenset(topic.name for topic in configured_topics())
 
 
-def registry_from_settings(*, producer: Any | None = None) -> HandlerRegistry:
-    """Every configured handler; the executor passes the producer the kafka handler uses."""
+def registry_from_settings(
+    *, producer: Any | None = None, resolver: Any | None = None
+) -> HandlerRegistry:
+    """Every configured handler; the executor passes the producer the kafka handler uses,
+    the API a resolver that keeps to each request's budget (``resolution``)."""
     from jobsvc.accounts.kafka_topics import kafka_topics_of
     from jobsvc.accounts.webhook_secrets import signing_secrets_of
 
+    http: dict[str, Any] = {
+        "signing_secrets": signing_secrets_of,
+        "allowed_hosts": settings.HTTP_HANDLER_ALLOWED_HOSTS,
+        "allow_private_addresses": settings.HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES,
+        "max_timeout": settings.HTTP_HANDLER_MAX_TIMEOUT,
+    }
+    if resolver is not None:
+        http["resolver"] = resolver
     options: dict[str, dict[str, Any]] = {
-        "http": {
-            "signing_secrets": signing_secrets_of,
-            "allowed_hosts": settings.HTTP_HANDLER_ALLOWED_HOSTS,
-            "allow_private_addresses": settings.HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES,
-            "max_timeout": settings.HTTP_HANDLER_MAX_TIMEOUT,
-        },
+        "http": http,
         "kafka": {
             "allowed_topics": settings.KAFKA_HANDLER_ALLOWED_TOPICS,
             "topics_of": kafka_topics_of,
@@ -53,7 +60,7 @@ def registry_from_settings(*, producer: Any | None = None) -> HandlerRegistry:
 @cache
 def validation_registry() -> HandlerRegistry:
     """The API's registry: used to check parameters at create time, never to run a job."""
-    return registry_from_settings()
+    return registry_from_settings(resolver=budgeted_resolver())
 
 
 @checks.register()

@@ -1,8 +1,10 @@
 """Admin for jobs, which live on many databases: one shard is listed at a time.
 
 The shard filter picks the database; a search for a job id goes straight to the shard
-the id names. Jobs are read-only here apart from the cancel and redrive actions, and
-their write-only handler parameters (header values) are shown redacted.
+the id names. Jobs are read-only here apart from the cancel and redrive actions, which
+need the change permission on jobs (a staff user who may only view jobs is not offered
+them) and leave an entry per job in the admin's log (who, when, what); their write-only
+handler parameters (header values) are shown redacted.
 """
 
 from __future__ import annotations
@@ -85,20 +87,23 @@ class JobAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-    @admin.action(description="Cancel selected jobs that have not started")
+    @admin.action(description="Cancel selected jobs that have not started", permissions=["change"])
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         cancelled = refused = 0
         for job in queryset:
             try:
                 job_cancel(user_id=job.user_id, job_id=job.id)
                 cancelled += 1
+                self.log_change(request, job, "Cancelled by the admin action.")
             except errors.JobNotCancellable:
                 refused += 1
         self.message_user(request, f"Cancelled {cancelled} job(s); {refused} had already started.")
         if refused:
             self.message_user(request, "Started jobs cannot be cancelled.", messages.WARNING)
 
-    @admin.action(description="Redrive selected failed jobs (new attempts, due now)")
+    @admin.action(
+        description="Redrive selected failed jobs (new attempts, due now)", permissions=["change"]
+    )
     def redrive_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         retried = refused = 0
         for job in queryset:
@@ -109,6 +114,7 @@ class JobAdmin(admin.ModelAdmin):
                     extra_attempts=settings.JOB_DEFAULT_MAX_ATTEMPTS,
                 )
                 retried += 1
+                self.log_change(request, job, "Redriven by the admin action.")
             except errors.JobNotRetryable:
                 refused += 1
         self.message_user(request, f"Redrove {retried} failed job(s); {refused} had not failed.")

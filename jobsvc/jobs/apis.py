@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -16,7 +17,8 @@ from rest_framework.views import APIView
 
 from jobsvc import errors
 from jobsvc.api.envelope import ErrorOutput, enveloped, ok
-from jobsvc.jobs.limits import jobs_create_admit
+from jobsvc.jobs.handler_specs import request_resolution_budget
+from jobsvc.jobs.limits import jobs_admit, jobs_create_admit
 from jobsvc.jobs.models import CANCELLABLE_STATUSES, JobStatus
 from jobsvc.jobs.schema import (
     CREATE_DESCRIPTION,
@@ -58,8 +60,9 @@ _ERRORS = {code: OpenApiResponse(ErrorOutput) for code in (400, 401, 404, 409, 4
 _LIMITED = {
     429: OpenApiResponse(
         ErrorOutput,
-        description="A per-user limit (create rate or unfinished jobs) refused the request; "
-        "Retry-After says when to try again.",
+        description="A per-user limit (create rate, unfinished jobs, or the bytes they "
+        "hold) refused the request; Retry-After says when to try again, and the RateLimit "
+        "and RateLimit-Policy fields give the state of each limit.",
     )
 }
 _IDEMPOTENCY_KEY = re.compile(rf"[\x21-\x7e]{{1,{settings.MAX_IDEMPOTENCY_KEY_LENGTH}}}")
@@ -113,13 +116,14 @@ class JobListCreateApi(APIView):
         now = timezone.now()
         is_bulk = isinstance(request.data, list)
         try:
-            if is_bulk:
-                specs = parse_job_specs(request.data, now=now, user_id=request.user.pk)
-            else:
-                specs = [parse_job_spec(request.data, now=now, user_id=request.user.pk)]
+            with request_resolution_budget():
+                if is_bulk:
+                    specs = parse_job_specs(request.data, now=now, user_id=request.user.pk)
+                else:
+                    specs = [parse_job_spec(request.data, now=now, user_id=request.user.pk)]
         except SpecErrors as exc:
             raise ValidationError(exc.detail) from None
-        jobs_create_admit(user=request.user, jobs=len(specs))
+        jobs_create_admit(user=request.user, specs=specs)
         result = jobs_create(
             user_id=request.user.pk,
             specs=specs,
@@ -158,20 +162,24 @@ class JobRescheduleApi(APIView):
         operation_id="jobs_reschedule",
         parameters=[JOB_ID_PATH],
         request={"application/json": RESCHEDULE_REQUEST_SCHEMA},
-        responses={200: enveloped("JobRescheduled", JobOutput()), **_ERRORS},
+        responses={200: enveloped("JobRescheduled", JobOutput()), **_ERRORS, **_LIMITED},
         description="Move a job that has not been dispatched (scheduled, no attempt yet) to a "
         "new time, and/or change its message. 409 once it is queued (jobs are queued up to "
         "JOBSVC_SCHEDULER_DISPATCH_AHEAD_SECONDS, 1 s by default, before their time), running "
         "or finished. "
         "Give at least one field, and at most one of execute_at and delay_seconds; "
-        "execute_at must be within JOBSVC_MAX_SCHEDULE_HORIZON_DAYS of now (400 otherwise).",
+        "execute_at must be within JOBSVC_MAX_SCHEDULE_HORIZON_DAYS of now (400 otherwise). "
+        "Counts as one job against the create rate, and a longer message's extra bytes "
+        "against the stored-bytes limit (429).",
     )
     def post(self, request: Request, job_id: str) -> Response:
         try:
             change = parse_reschedule(request.data, now=timezone.now())
         except SpecErrors as exc:
             raise ValidationError(exc.detail) from None
-        job = job_reschedule(user_id=request.user.pk, job_id=job_id, change=change)
+        job = job_reschedule(
+            user_id=request.user.pk, job_id=job_id, change=change, admit=_admit(request)
+        )
         return ok(job_to_dict(job))
 
 
@@ -182,7 +190,8 @@ class JobsCancelApi(APIView):
         responses={200: enveloped("JobsCancelled", JobsCancelledOutput()), **_ERRORS},
         description="Cancel every job of the caller that matches the filter and has not "
         "started (scheduled or queued), on every shard; answers how many were cancelled. "
-        "Give at least one criterion; a field the filter does not know is a 400.",
+        "Give at least one criterion; a field the filter does not know is a 400. A rule "
+        "the schema cannot state: execute_at_to must be later than execute_at_from (400).",
     )
     def post(self, request: Request) -> Response:
         job_filter = _job_filter(request, allowed_statuses=CANCELLABLE_STATUSES)
@@ -198,13 +207,19 @@ class JobRetryApi(APIView):
         operation_id="jobs_retry",
         parameters=[JOB_ID_PATH],
         request=JobRetryInput,
-        responses={200: enveloped("JobRetried", JobOutput()), **_ERRORS},
+        responses={200: enveloped("JobRetried", JobOutput()), **_ERRORS, **_LIMITED},
         description="Give a failed job new attempts: it is scheduled again, due now, with "
-        "its id, attempt count and attempt history kept. 409 unless the job failed.",
+        "its id, attempt count and attempt history kept. 409 unless the job failed. The "
+        "job counts against the per-user limits as a new one would (429).",
     )
     def post(self, request: Request, job_id: str) -> Response:
         serializer = _valid(JobRetryInput, request)
-        job = job_retry(user_id=request.user.pk, job_id=job_id, extra_attempts=serializer.extra())
+        job = job_retry(
+            user_id=request.user.pk,
+            job_id=job_id,
+            extra_attempts=serializer.extra(),
+            admit=_admit(request),
+        )
         return ok(job_to_dict(job))
 
 
@@ -212,10 +227,15 @@ class JobsRetryApi(APIView):
     @extend_schema(
         operation_id="jobs_retry_many",
         request=JobsRetryInput,
-        responses={200: enveloped("JobsRetried", JobsRetriedOutput()), **_ERRORS},
+        responses={200: enveloped("JobsRetried", JobsRetriedOutput()), **_ERRORS, **_LIMITED},
         description="Retry every failed job of the caller that matches the filter, on every "
         "shard; answers how many are scheduled again. Give at least one criterion; a field "
-        "the filter does not know is a 400.",
+        "the filter does not know is a 400. A rule the schema cannot state: execute_at_to "
+        "must be later than execute_at_from (400). The matching jobs count against the "
+        "per-user limits as that many new ones would, all or none (429); more than the "
+        "create-rate burst at once "
+        "(JOBSVC_USER_CREATE_RATE_PER_SECOND x JOBSVC_USER_CREATE_BURST_SECONDS) is a 400: "
+        "narrow the filter.",
     )
     def post(self, request: Request) -> Response:
         serializer = _valid(JobsRetryInput, request, allowed_statuses=_FAILED)
@@ -223,6 +243,7 @@ class JobsRetryApi(APIView):
             user_id=request.user.pk,
             job_filter=serializer.job_filter(),
             extra_attempts=serializer.extra(),
+            admit=_admit(request),
         )
         return ok({"retried": retried})
 
@@ -233,7 +254,9 @@ class JobsRedriveApi(APIView):
         request=JobsRedriveInput,
         responses={200: enveloped("JobsRedriven", JobsRetriedOutput()), **_ERRORS_AND_FORBIDDEN},
         description="Staff only: retry the failed (dead-lettered) jobs of every user, or of "
-        "user_id, that match the filter; answers how many are scheduled again.",
+        "user_id, that match the filter; answers how many are scheduled again. The per-user "
+        "limits do not apply. A rule the schema cannot state: execute_at_to must be later "
+        "than execute_at_from (400).",
     )
     def post(self, request: Request) -> Response:
         if not request.user.is_staff:
@@ -245,6 +268,11 @@ class JobsRedriveApi(APIView):
             extra_attempts=serializer.extra(),
         )
         return ok({"retried": retried})
+
+
+def _admit(request: Request):
+    """The caller's limits, for a service to count what it schedules against."""
+    return functools.partial(jobs_admit, user=request.user)
 
 
 def _job_filter(request: Request, *, allowed_statuses: frozenset[str]) -> JobFilter:

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+
 from jobsvc.handlers.errors import InvalidHandlerParams, UnknownHandler
 from jobsvc.handlers.registry import DEFAULT_HANDLER
+from jobsvc.handlers.resolution import resolution_budget
 from jobsvc.handlers.setup import validation_registry
 from jobsvc.handlers.validation import validate_handler as _validate
 
-__all__ = ["DEFAULT_HANDLER", "HandlerSpecError", "validate_handler"]
+__all__ = ["DEFAULT_HANDLER", "HandlerSpecError", "request_resolution_budget", "validate_handler"]
 
 
 class HandlerSpecError(ValueError):
@@ -32,3 +35,11 @@ def validate_handler(*, name: Any, params: Any, user_id: int | None = None) -> t
         return _validate(name=name, params=params, registry=validation_registry(), user_id=user_id)
     except (InvalidHandlerParams, UnknownHandler) as exc:
         raise HandlerSpecError(str(exc).strip("'\""), field=exc.field) from None
+
+
+def request_resolution_budget():
+    """The name-resolution budget of one request's handler checks (``resolution``)."""
+    return resolution_budget(
+        max_hosts=settings.HTTP_HANDLER_MAX_HOSTS_PER_REQUEST,
+        max_seconds=settings.HTTP_HANDLER_RESOLVE_BUDGET_SECONDS,
+    )

@@ -77,12 +77,13 @@ CREATE_DESCRIPTION = (
     "`default` takes none."
 )
 
-# A reschedule changes at least one thing (a schema can say "one property at least", which
-# a serializer cannot); "exactly one of execute_at and delay_seconds" is in the description.
+# A reschedule changes at least one thing, and names at most one of execute_at and
+# delay_seconds (rules a schema can state, which a serializer cannot).
 RESCHEDULE_REQUEST_SCHEMA = {
     "type": "object",
     "minProperties": 1,
     "additionalProperties": False,
+    "not": {"required": ["execute_at", "delay_seconds"]},
     "properties": {
         "execute_at": {
             "type": "string",
@@ -102,3 +103,31 @@ RESCHEDULE_REQUEST_SCHEMA = {
         },
     },
 }
+
+
+def _any_of(names: tuple[str, ...]) -> dict:
+    return {"anyOf": [{"required": [name]} for name in names]}
+
+
+# Rules of request bodies that JSON Schema states but DRF serializers cannot, added to
+# their components once the schema is generated (jobsvc.api.schema_view.add_rules): a
+# create names exactly one of execute_at and delay_seconds; a bulk action's filter names
+# at least one criterion; no body takes a field it does not declare (a misspelt one is
+# refused, never ignored). ``jobsvc.jobs.specs`` and the serializers enforce the same.
+_FILTER_CRITERIA = ("status", "execute_at_from", "execute_at_to", "handler")
+_CLOSED = {"additionalProperties": False}
+COMPONENT_RULES: dict[str, dict] = {
+    "JobCreateInput": {
+        **_CLOSED,
+        "oneOf": [{"required": ["execute_at"]}, {"required": ["delay_seconds"]}],
+    },
+    "JobRetryInput": _CLOSED,
+    "JobsCancelInput": {**_CLOSED, **_any_of(_FILTER_CRITERIA)},
+    "JobsRetryInput": {**_CLOSED, **_any_of(_FILTER_CRITERIA)},
+    "JobsRedriveInput": {**_CLOSED, **_any_of((*_FILTER_CRITERIA, "user_id"))},
+}
+# Operations whose body may not be left out: a filter needs a criterion, a reschedule a
+# change.
+BODY_REQUIRED_OPERATIONS = frozenset(
+    {"jobs_cancel_many", "jobs_retry_many", "jobs_redrive", "jobs_reschedule"}
+)

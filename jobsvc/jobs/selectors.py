@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from itertools import islice
 
-from django.db.models import QuerySet
+from django.db.models import BigIntegerField, Count, F, Func, QuerySet, Sum
+from django.db.models.functions import Coalesce
 
 from jobsvc import errors
 from jobsvc.jobs.models import Job
+from jobsvc.jobs.store import jobs_by_ids
 from jobsvc.sharding.ids import InvalidJobId, shard_of
 from jobsvc.sharding.shards import UnknownShard, shard_alias, shard_aliases
 
@@ -62,22 +64,37 @@ class JobPage:
 def jobs_list(*, user_id: int, job_filter: JobFilter, before_id: str | None, limit: int) -> JobPage:
     """The caller's jobs newest first (by id), ``limit`` per page, across all shards.
 
-    Each shard returns at most ``limit + 1`` rows through the (user_id, id) index; the
-    merge keeps the newest ``limit`` and says whether more remain.
+    Each shard returns the ids of at most ``limit + 1`` jobs through the (user_id, id)
+    index; the merge keeps the newest ``limit`` and says whether more remain; only those
+    jobs are then read whole, from the shards holding them. A page costs memory for its
+    own rows (at most ``limit`` times the largest row), not for every shard's candidates.
     """
     per_shard = [
-        _shard_page(alias, user_id, job_filter, before_id, limit + 1) for alias in shard_aliases()
+        _shard_page_ids(alias, user_id, job_filter, before_id, limit + 1)
+        for alias in shard_aliases()
     ]
-    merged = list(islice(heapq.merge(*per_shard, key=lambda job: job.id, reverse=True), limit + 1))
+    merged = list(islice(heapq.merge(*per_shard, reverse=True), limit + 1))
     has_more = len(merged) > limit
-    jobs = merged[:limit]
-    return JobPage(jobs=jobs, next_cursor=jobs[-1].id if has_more and jobs else None)
+    page_ids = merged[:limit]
+    return JobPage(
+        jobs=jobs_by_ids(page_ids), next_cursor=page_ids[-1] if has_more and page_ids else None
+    )
 
 
-def _shard_page(
+def _shard_page_ids(
     alias: str, user_id: int, job_filter: JobFilter, before_id: str | None, limit: int
-) -> list[Job]:
+) -> list[str]:
     query = jobs_matching(alias=alias, user_id=user_id, job_filter=job_filter)
     if before_id is not None:
         query = query.filter(id__lt=before_id)
-    return list(query.order_by("-id")[:limit])
+    return list(query.order_by("-id").values_list("id", flat=True)[:limit])
+
+
+def jobs_usage(query: QuerySet[Job]) -> tuple[int, int]:
+    """How many jobs ``query`` holds on its shard, and their bytes (message and parameters,
+    as stored), which the per-user limits count (``jobsvc.jobs.limits``)."""
+    size = Func(F("message"), function="octet_length", output_field=BigIntegerField()) + Func(
+        F("handler_params"), function="pg_column_size", output_field=BigIntegerField()
+    )
+    totals = query.aggregate(jobs=Count("pk"), size=Coalesce(Sum(size), 0))
+    return totals["jobs"], int(totals["size"])

@@ -11,6 +11,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from jobsvc.api.known_fields import KnownFieldsOnly
 from jobsvc.handlers.redaction import public_params
 from jobsvc.jobs.models import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, Job, JobStatus
 from jobsvc.jobs.selectors import JobFilter
@@ -173,7 +174,7 @@ class AwareDateTimeField(serializers.CharField):
         return _iso(value)
 
 
-class JobFilterInput(serializers.Serializer):
+class JobFilterInput(KnownFieldsOnly):
     """Which of the caller's jobs a bulk action applies to; at least one criterion.
 
     ``allowed_statuses`` (from the view's context) are the statuses the action can
@@ -217,12 +218,8 @@ class JobFilterInput(serializers.Serializer):
     FILTER_FIELDS = ("status", "execute_at_from", "execute_at_to", "handler")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        # A misspelt criterion ignored would widen the action to jobs the caller excluded.
-        unknown = sorted(set(self.initial_data) - set(self.fields))
-        if unknown:
-            raise serializers.ValidationError(
-                {name: [f"Unknown field; one of {sorted(self.fields)}."] for name in unknown}
-            )
+        # (KnownFieldsOnly: a misspelt criterion ignored would widen the action to jobs the
+        # caller excluded.)
         if not any(name in attrs for name in self.FILTER_FIELDS):
             raise serializers.ValidationError(
                 "Give at least one of status, execute_at_from, execute_at_to, handler "
@@ -264,7 +261,7 @@ def _extra_attempts() -> serializers.IntegerField:
     )
 
 
-class JobRetryInput(serializers.Serializer):
+class JobRetryInput(KnownFieldsOnly):
     extra_attempts = _extra_attempts()
 
     def extra(self) -> int:

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import transaction
@@ -19,8 +19,9 @@ from django.utils import timezone
 
 from jobsvc import errors
 from jobsvc.jobs import spread, store
+from jobsvc.jobs.limits import stored_bytes_of
 from jobsvc.jobs.models import CANCELLABLE_STATUSES, Job, JobStatus
-from jobsvc.jobs.selectors import JobFilter, job_get, jobs_matching
+from jobsvc.jobs.selectors import JobFilter, job_get, jobs_matching, jobs_usage
 from jobsvc.jobs.specs import JobSpec, RescheduleSpec
 from jobsvc.metrics import JOBS_CREATED
 from jobsvc.sharding.ids import new_job_id, shard_of
@@ -291,7 +292,18 @@ def _in_batches(query: QuerySet[Job], change: Callable[[QuerySet[Job]], int]) ->
             return total
 
 
-def job_reschedule(*, user_id: int, job_id: str, change: RescheduleSpec) -> Job:
+class Admit(Protocol):
+    """Admits work against the caller's limits, or raises TooManyRequests
+    (``jobsvc.jobs.limits.jobs_admit`` with the user bound)."""
+
+    def __call__(
+        self, *, jobs: int, stored_bytes: int = 0, rate_units: int | None = None
+    ) -> None: ...
+
+
+def job_reschedule(
+    *, user_id: int, job_id: str, change: RescheduleSpec, admit: Admit | None = None
+) -> Job:
     """Move a job that has not been dispatched to a new time and/or give it a new message.
 
     One conditional UPDATE (status scheduled, no attempt yet) decides against a scheduler
@@ -300,8 +312,16 @@ def job_reschedule(*, user_id: int, job_id: str, change: RescheduleSpec) -> Job:
     and the other changes nothing. The job runs at the new time, or, already dispatched,
     keeps its old one and the reschedule answers 409: never both, never neither.
     A queued job (dispatched, not yet started) is refused too: its message is on its way.
+
+    ``admit`` counts the reschedule against the caller's limits: one unit of the create
+    rate, and the bytes a longer message adds.
     """
     job = job_get(user_id=user_id, job_id=job_id)
+    if admit is not None:
+        growth = 0
+        if change.message is not None:
+            growth = stored_bytes_of(change.message, {}) - stored_bytes_of(job.message, {})
+        admit(jobs=0, stored_bytes=max(0, growth), rate_units=1)
     fields: dict[str, Any] = {"updated_at": timezone.now()}
     if change.execute_at is not None:
         fields.update(execute_at=change.execute_at, due_at=change.execute_at)
@@ -350,9 +370,14 @@ def _retry_where(query: QuerySet[Job], *, extra_attempts: int) -> int:
     )
 
 
-def job_retry(*, user_id: int, job_id: str, extra_attempts: int) -> Job:
-    """Run a failed job again, with ``extra_attempts`` new attempts; 409 unless failed."""
+def job_retry(*, user_id: int, job_id: str, extra_attempts: int, admit: Admit | None = None) -> Job:
+    """Run a failed job again, with ``extra_attempts`` new attempts; 409 unless failed.
+
+    ``admit`` counts the job, unfinished again, against the caller's limits.
+    """
     job = job_get(user_id=user_id, job_id=job_id)
+    if admit is not None and job.status == JobStatus.FAILED:
+        admit(jobs=1, stored_bytes=stored_bytes_of(job.message, job.handler_params))
     query = Job.objects.using(job._state.db).filter(pk=job.pk, user_id=user_id)
     updated = _retry_where(query, extra_attempts=extra_attempts)
     job = job_get(user_id=user_id, job_id=job_id)
@@ -367,18 +392,28 @@ def job_retry(*, user_id: int, job_id: str, extra_attempts: int) -> Job:
     )
 
 
-def jobs_retry(*, user_id: int | None, job_filter: JobFilter, extra_attempts: int) -> int:
+def jobs_retry(
+    *,
+    user_id: int | None,
+    job_filter: JobFilter,
+    extra_attempts: int,
+    admit: Admit | None = None,
+) -> int:
     """Retry every failed job passing the filter: one user's, or (None) every user's.
 
     Every user's is the staff redrive of dead-lettered jobs. Shard by shard, in batches,
-    like ``jobs_cancel``.
+    like ``jobs_cancel``. ``admit`` first counts every matching job (and its bytes)
+    against the caller's limits, all or none.
     """
+
+    def failed(alias: str) -> QuerySet[Job]:
+        query = jobs_matching(alias=alias, user_id=user_id, job_filter=job_filter)
+        return query.filter(status=JobStatus.FAILED)
+
+    if admit is not None:
+        usages = [jobs_usage(failed(alias)) for alias in shard_aliases()]
+        admit(jobs=sum(jobs for jobs, _ in usages), stored_bytes=sum(size for _, size in usages))
     return sum(
-        _in_batches(
-            jobs_matching(alias=alias, user_id=user_id, job_filter=job_filter).filter(
-                status=JobStatus.FAILED
-            ),
-            functools.partial(_retry_where, extra_attempts=extra_attempts),
-        )
+        _in_batches(failed(alias), functools.partial(_retry_where, extra_attempts=extra_attempts))
         for alias in shard_aliases()
     )

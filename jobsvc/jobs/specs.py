@@ -44,16 +44,33 @@ class SpecErrors(Exception):
         self.detail = detail
 
 
+CREATE_FIELDS = (
+    "message",
+    "execute_at",
+    "delay_seconds",
+    "handler",
+    "handler_params",
+    "max_attempts",
+    "timeout_seconds",
+    "priority",
+)
+
+
 def parse_job_spec(raw: Any, *, now: datetime, user_id: int | None = None) -> JobSpec:
     """Validate one job request body; raise SpecErrors with field errors.
 
     ``user_id``: the job's owner, whose handler grants are checked (None: not checked).
+    A field this API does not know is refused, never ignored: a misspelt option would
+    otherwise silently take its default.
     """
     errors: FieldErrors = {}
     if not isinstance(raw, dict):
         raise SpecErrors(
             {"non_field_errors": ["Expected a JSON object with message and execute_at."]}
         )
+    if not raw.keys() <= _CREATE_FIELD_SET:
+        for name in sorted(set(raw) - _CREATE_FIELD_SET, key=str):
+            errors[name] = [f"Unknown field; one of {', '.join(CREATE_FIELDS)}."]
     message = _check_message(raw.get("message", _MISSING), errors)
     execute_at, delay_seconds = _check_due(raw, errors, now=now)
     max_attempts = _check_number(
@@ -103,6 +120,9 @@ def parse_job_spec(raw: Any, *, now: datetime, user_id: int | None = None) -> Jo
         delay_seconds=delay_seconds,
         priority=priority,
     )
+
+
+_CREATE_FIELD_SET = frozenset(CREATE_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -206,11 +226,19 @@ def _plain(number: float) -> str:
 
 
 def _check_due(raw: dict, errors: FieldErrors, *, now: datetime) -> tuple[datetime, float | None]:
-    """execute_at, or delay_seconds from now: exactly one of the two."""
+    """execute_at, or delay_seconds from now: exactly one of the two.
+
+    Neither may be null beside the other (the schema's oneOf counts a null as given);
+    alone, a null is a missing time.
+    """
     execute_at, delay = raw.get("execute_at"), raw.get("delay_seconds")
     if execute_at is not None and delay is not None:
         errors["delay_seconds"] = ["Give execute_at or delay_seconds, not both."]
         return now, None
+    for name, other in (("execute_at", delay), ("delay_seconds", execute_at)):
+        if name in raw and raw[name] is None and other is not None:
+            errors[name] = ["May not be null: leave the field out."]
+            return now, None
     if delay is None:
         return _check_execute_at(execute_at, errors, now=now), None
     horizon_seconds = settings.MAX_SCHEDULE_HORIZON.total_seconds()

@@ -74,18 +74,27 @@ _READ_IDEMPOTENCY_KEY = """
 # scheduled ones through the due index (jobs_due_by_user_idx leads with user_id, and its
 # predicate is status = 'scheduled'), the queued and running ones through the in-flight
 # index (small: the scheduler caps what is in flight per shard). Neither reads the
-# user's finished jobs, however many the retention keeps.
-_COUNT_UNFINISHED = f"""
-    SELECT (SELECT count(*) FROM (SELECT 1 FROM jobs
-                                   WHERE status = '{JobStatus.SCHEDULED.value}'
-                                     AND user_id = %(user_id)s
-                                   LIMIT %(stop_at)s) AS scheduled)
-         + (SELECT count(*) FROM (SELECT 1 FROM jobs
-                                   WHERE status IN ('{JobStatus.QUEUED.value}',
-                                                    '{JobStatus.RUNNING.value}')
-                                     AND user_id = %(user_id)s
-                                   LIMIT %(stop_at)s) AS in_flight)
+# user's finished jobs, however many the retention keeps. _COUNT_UNFINISHED_BYTES adds
+# their bytes, message and parameters as stored (octet_length and pg_column_size read
+# the sizes without decompressing the values), which reads each row, not only the index.
+_UNFINISHED_PARTS = f"""
+    (SELECT {{row}} FROM jobs
+      WHERE status = '{JobStatus.SCHEDULED.value}' AND user_id = %(user_id)s
+      LIMIT %(stop_at)s)
+    UNION ALL
+    (SELECT {{row}} FROM jobs
+      WHERE status IN ('{JobStatus.QUEUED.value}', '{JobStatus.RUNNING.value}')
+        AND user_id = %(user_id)s
+      LIMIT %(stop_at)s)
 """
+_COUNT_UNFINISHED = (
+    "SELECT count(*), 0 FROM (" + _UNFINISHED_PARTS.format(row="1") + ") AS unfinished"
+)
+_COUNT_UNFINISHED_BYTES = (
+    "SELECT count(*), coalesce(sum(size), 0) FROM ("
+    + _UNFINISHED_PARTS.format(row="octet_length(message) + pg_column_size(handler_params) AS size")
+    + ") AS unfinished"
+)
 
 
 def new_job_row(
@@ -212,8 +221,13 @@ def jobs_by_ids(job_ids: list[str]) -> list[Job]:
     return [found[job_id] for job_id in job_ids if job_id in found]
 
 
-def count_unfinished(alias: str, *, user_id: int, stop_at: int) -> int:
-    """The user's scheduled, queued and running jobs on this shard (each kind up to stop_at)."""
+def count_unfinished(
+    alias: str, *, user_id: int, stop_at: int, with_bytes: bool = False
+) -> tuple[int, int]:
+    """The user's scheduled, queued and running jobs on this shard (each kind up to
+    stop_at), and with ``with_bytes`` the bytes they hold (else 0)."""
+    query = _COUNT_UNFINISHED_BYTES if with_bytes else _COUNT_UNFINISHED
     with connections[alias].cursor() as cursor:
-        cursor.execute(_COUNT_UNFINISHED, {"user_id": user_id, "stop_at": stop_at})
-        return cursor.fetchone()[0]
+        cursor.execute(query, {"user_id": user_id, "stop_at": stop_at})
+        count, size = cursor.fetchone()
+        return count, int(size)

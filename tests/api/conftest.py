@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from rest_framework.throttling import ScopedRateThrottle
 
 
 @pytest.fixture
@@ -36,12 +35,26 @@ def staff_client(client_for, staff_user):
     return client_for(staff_user)
 
 
+SETTING_OF_THROTTLE = {
+    "login": "LOGIN_THROTTLE_RATE",
+    "login_account": "LOGIN_ACCOUNT_THROTTLE_RATE",
+    "signup": "SIGNUP_THROTTLE_RATE",
+}
+
+
+class ThrottleRates:
+    """Sets the rate of a throttle for one test: ``throttle_rates["login"] = "3/min"``."""
+
+    def __init__(self, settings) -> None:
+        self._settings = settings
+
+    def __setitem__(self, throttle: str, rate: str) -> None:
+        setattr(self._settings, SETTING_OF_THROTTLE[throttle], rate)
+
+
 @pytest.fixture
-def throttle_rates(monkeypatch) -> dict[str, str]:
-    """The API's throttle rates by scope, as a copy the test may change."""
-    rates = dict(ScopedRateThrottle.THROTTLE_RATES)
-    monkeypatch.setattr(ScopedRateThrottle, "THROTTLE_RATES", rates)
-    return rates
+def throttle_rates(settings) -> ThrottleRates:
+    return ThrottleRates(settings)
 
 
 @pytest.fixture(autouse=True)

@@ -145,6 +145,17 @@ def test_the_login_throttle_counts_per_client_address(api_client, user, throttle
     assert elsewhere.status_code == 200
 
 
+def test_login_and_refresh_answers_are_never_stored(api_client, user):
+    """RFC 6749 5.1: an answer carrying a token must not be cached, nor its refusals."""
+    logged_in = login(api_client, user.username)
+    refreshed = refresh(logged_in.json()["data"]["token"])
+    refused = login(api_client, user.username, "wrong password 42")
+
+    for response in (logged_in, refreshed, refused):
+        assert response["Cache-Control"] == "no-store"
+        assert response["Pragma"] == "no-cache"
+
+
 # --- refresh ----------------------------------------------------------------------------
 
 

@@ -9,9 +9,11 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
+from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
 from jobsvc.admin_middleware import ADMIN_PATH_PREFIX
+from jobsvc.api.schema_view import SchemaApi
 from jobsvc.sharding.shards import shard_count
 from tests.api.support import insert_job, stored_job
 from tests.conftest import DEFAULT_PASSWORD
@@ -23,6 +25,8 @@ API_PATHS = {
     "/api/v1/users",
     "/api/v1/auth/login",
     "/api/v1/auth/refresh",
+    "/api/v1/auth/logout",
+    "/api/v1/me/password",
     "/api/v1/me/jobs",
     "/api/v1/me/jobs/{job_id}",
     "/api/v1/me/jobs/{job_id}/cancel",
@@ -48,7 +52,36 @@ def test_readyz_answers_ok_when_every_database_answers():
     assert response.json() == {"status": "ok", "databases": 1 + shard_count()}
 
 
+@pytest.mark.parametrize("peer", ["203.0.113.9", "2001:db8::1"])
+def test_readyz_answers_only_the_networks_that_may_read_metrics(peer):
+    response = Client().get("/readyz", REMOTE_ADDR=peer)
+
+    assert response.status_code == 403
+    assert "databases" not in response.json()
+
+
+def test_healthz_answers_anyone():
+    assert Client().get("/healthz", REMOTE_ADDR="203.0.113.9").status_code == 200
+
+
 # --- OpenAPI schema -------------------------------------------------------------------------
+
+
+def test_the_schema_is_generated_once_per_process(monkeypatch):
+    calls = []
+    generate = SchemaGenerator.get_schema
+
+    def counting(self, *args, **kwargs):
+        calls.append(1)
+        return generate(self, *args, **kwargs)
+
+    monkeypatch.setattr(SchemaGenerator, "get_schema", counting)
+    monkeypatch.setattr(SchemaApi, "_schemas", {})
+    first = APIClient().get(SCHEMA_URL, {"format": "json"}).json()
+    second = APIClient().get(SCHEMA_URL, {"format": "json"}).json()
+
+    assert first == second
+    assert len(calls) == 1
 
 
 @pytest.fixture

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import math
+from contextlib import ExitStack
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 
 import pytest
 from django.conf import settings
+from django.db import connections
 from django.db.models import F
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from jobsvc.jobs.models import IdempotencyKey, Job
 from jobsvc.sharding.ids import shard_of
 from jobsvc.sharding.shards import (
     shard_alias,
+    shard_aliases,
     shard_count,
     shard_for_idempotency_key,
     shard_ids,
@@ -187,6 +191,31 @@ def test_the_default_page_size_applies_without_a_limit(user_client, user, settin
     body = list_jobs(user_client)
 
     assert len(body["data"]) == min(2, shard_count())
+
+
+def test_a_page_reads_whole_rows_only_of_the_jobs_it_returns(user_client, user):
+    """Memory per page is the page's rows, not every shard's candidates (limit + 1 each)."""
+    stored = {
+        insert_job(user_id=user.pk, shard_id=shard_id).id
+        for shard_id in shard_ids()
+        for _ in range(3)
+    }
+    contexts = [CaptureQueriesContext(connections[alias]) for alias in shard_aliases()]
+    with ExitStack() as stack:
+        for context in contexts:
+            stack.enter_context(context)
+        page = list_jobs(user_client, limit=2)["data"]
+
+    whole_rows = [
+        query["sql"]
+        for context in contexts
+        for query in context.captured_queries
+        if '"jobs"."message"' in query["sql"]
+    ]
+    named = {job_id for sql in whole_rows for job_id in stored if job_id in sql}
+    assert all(" IN (" in sql for sql in whole_rows), whole_rows
+    assert named == {job["id"] for job in page}
+    assert len(page) == 2
 
 
 def test_the_largest_allowed_limit_is_accepted(user_client):

@@ -5,13 +5,20 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.db import IntegrityError, transaction
 
 from jobsvc.accounts.models import User
 from tests.api.support import LOGIN_URL, USERS_URL, error_of
+from tests.conftest import DEFAULT_PASSWORD
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
 PASSWORD = "correct horse battery staple"
+# Lower-case ASCII letters and digits to their fullwidth forms (U+FF41.., U+FF10..).
+FULLWIDTH = {
+    **{ord(c): 0xFF41 + ord(c) - ord("a") for c in "abcdefghijklmnopqrstuvwxyz"},
+    **{ord(c): 0xFF10 + ord(c) - ord("0") for c in "0123456789"},
+}
 
 
 # The databases may hold other users (from other suites or tools): make names unique.
@@ -71,6 +78,63 @@ def test_a_taken_username_is_a_conflict(api_client, make_user):
 
 
 @pytest.mark.parametrize(
+    "variant",
+    [
+        pytest.param(lambda name: "\uff53" + name[1:], id="fullwidth-first-letter"),
+        pytest.param(str.upper, id="upper-case"),
+        pytest.param(str.title, id="title-case"),
+        pytest.param(lambda name: name.translate(FULLWIDTH), id="all-fullwidth"),
+    ],
+)
+def test_a_name_differing_from_a_taken_one_in_case_or_form_is_taken(api_client, make_user, variant):
+    taken = f"sam{uuid.uuid4().hex[:8]}"
+    make_user(username=taken)
+
+    error = error_of(sign_up(api_client, username=variant(taken)), 409, "username_taken")
+
+    assert taken not in error["message"]
+    assert taken not in str(error["fields"])
+    assert User.objects.filter(username_key=taken).count() == 1
+
+
+def test_a_username_is_stored_in_nfkc_form(api_client):
+    name = f"\uff42ob{uuid.uuid4().hex[:8]}"  # a fullwidth b
+
+    response = sign_up(api_client, username=name)
+
+    assert response.status_code == 201, response.json()
+    assert response.json()["data"]["username"] == "b" + name[1:]
+    assert User.objects.filter(username="b" + name[1:]).exists()
+
+
+def test_a_name_invalid_once_normalized_is_refused(api_client):
+    error = error_of(sign_up(api_client, username=f"{ALICE}\u00bd"), 400, "invalid")  # 1/2
+
+    assert "username" in error["fields"]
+    assert not User.objects.filter(username__startswith=ALICE).exists()
+
+
+def test_a_user_logs_in_with_their_name_in_any_case_or_form(api_client, make_user):
+    name = f"sam{uuid.uuid4().hex[:8]}"
+    user = make_user(username=name)
+
+    for spelling in (name.upper(), name.translate(FULLWIDTH)):
+        response = api_client.post(
+            LOGIN_URL, {"username": spelling, "password": DEFAULT_PASSWORD}, format="json"
+        )
+        assert response.status_code == 200, response.json()
+        assert response.json()["data"]["user"]["id"] == user.pk
+
+
+def test_the_database_refuses_a_second_user_of_the_same_name(make_user):
+    name = f"sam{uuid.uuid4().hex[:8]}"
+    make_user(username=name)
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        User(username=name.upper()).save()
+
+
+@pytest.mark.parametrize(
     "password",
     ["password", "12345678", "8274619305", "short1!", ALICE + "1", " " * 3],
 )
@@ -105,6 +169,10 @@ def test_a_missing_field_is_refused(api_client, missing):
         0.0,
         -1,
         -0.5,
+        1e-300,
+        5e-324,
+        0.0009,
+        "1",
         "nan",
         "NaN",
         "inf",
@@ -117,7 +185,7 @@ def test_a_missing_field_is_refused(api_client, missing):
         False,
     ],
 )
-def test_a_job_weight_that_is_not_a_positive_finite_number_is_refused(staff_client, job_weight):
+def test_a_job_weight_that_is_not_a_number_within_the_bounds_is_refused(staff_client, job_weight):
     error = error_of(sign_up(staff_client, job_weight=job_weight), 400, "invalid")
 
     assert "job_weight" in error["fields"]
@@ -202,3 +270,11 @@ def test_sign_up_is_throttled(api_client, throttle_rates):
     statuses = [sign_up(api_client, username=f"{ALICE}-{n}").status_code for n in range(3)]
 
     assert statuses == [201, 201, 429]
+
+
+@pytest.mark.parametrize("extra", [{"is_staff": True}, {"id": 1}, {"jobweight": 5}])
+def test_a_field_sign_up_does_not_know_is_refused_not_ignored(api_client, extra):
+    error = error_of(sign_up(api_client, **extra), 400, "invalid")
+
+    assert set(error["fields"]) == set(extra)
+    assert not alice_exists()

@@ -98,8 +98,10 @@ def small_body_limit(settings):
 
 
 def body_of_size(size: int) -> str:
-    prefix = json.dumps(job_body())[:-1] + ', "padding": "'
-    return prefix + "x" * (size - len(prefix) - 2) + '"}'
+    """A valid create body of exactly ``size`` bytes, its message padded to fit."""
+    suffix = '", ' + json.dumps(job_body())[1:].split(", ", 1)[1]  # after "message": "hello
+    prefix = '{"message": "'
+    return prefix + "x" * (size - len(prefix) - len(suffix)) + suffix
 
 
 def test_a_body_over_the_size_limit_is_refused_with_413(client_for, user, small_body_limit):

@@ -96,6 +96,7 @@ class RecordingTransport(UrllibTransport):
     """Real HTTP, remembering the status of every answer."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.statuses: list[int] = []
 
     def send(self, method, url, **kwargs):

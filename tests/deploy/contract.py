@@ -39,6 +39,7 @@ API_METRICS = (
     Metric("jobsvc_http_requests", "counter", ("method", "route", "status")),
     Metric("jobsvc_http_request_duration_seconds", "histogram", ("method", "route")),
     Metric("jobsvc_jobs_created", "counter"),
+    Metric("jobsvc_logins_failed", "counter", ("via",)),
 )
 SCHEDULER_METRICS = (
     Metric("jobsvc_jobs_dispatched", "counter", ("weight_class",)),

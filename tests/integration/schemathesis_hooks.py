@@ -1,6 +1,26 @@
 """Schemathesis hooks for the rules the OpenAPI schema cannot state (each is written in
 its operation's description), so generated requests the API would refuse for those
-rules alone are made valid (or skipped) instead of reported as schema-valid refusals.
+rules alone are made valid instead of reported as schema-valid refusals.
+
+What a schema can state, it states (jobsvc.jobs.schema: exactly one of execute_at and
+delay_seconds, at least one filter criterion and no unknown one, at most one of
+execute_at and delay_seconds in a reschedule); these hooks cover only the rest:
+
+- a time must lie within JOBSVC_MAX_SCHEDULE_HORIZON_DAYS of *now* (a schema has no now);
+- a message is at most JOBSVC_MAX_MESSAGE_BYTES of UTF-8 (``maxLength`` counts characters);
+- a bulk filter's execute_at_to must be later than its execute_at_from;
+- handler parameters are checked against the deployment's allow-lists;
+- a password must pass Django's validators (common passwords, likeness to the username);
+- a password change must name the current password (the run's user's, which a valid
+  change keeps: schemathesis sends a case more than once, so a case must not change
+  what the next sending of it needs).
+
+A body schemathesis generated to break the schema (negative mode) is left as it is: the
+API must refuse it whatever these rules say.
+
+Every request gets a token of its own (``FreshToken``), minted in this process for the
+run's user (SCHEMATHESIS_USERNAME): a refresh, a log-out or a password change revokes
+tokens, and must revoke none the following requests use.
 
 Loaded by the schemathesis process through SCHEMATHESIS_HOOKS
 (tests/integration/test_openapi_fidelity.py).
@@ -14,75 +34,94 @@ import django
 import schemathesis
 from django.contrib.auth import password_validation
 from django.core.exceptions import ValidationError
+from schemathesis.core.parameters import ParameterLocation
 
 django.setup()
 
-from jobsvc.accounts.models import User  # noqa: E402 (needs the apps loaded)
+import os  # noqa: E402
+
+from django.conf import settings  # noqa: E402 (needs the apps loaded)
+
+from jobsvc.accounts.models import User  # noqa: E402
+from jobsvc.accounts.tokens import token_issue  # noqa: E402
 
 JOBS = "/api/v1/me/jobs"
 USERS = "/api/v1/users"
+PASSWORD = "/api/v1/me/password"
 HORIZON = timedelta(days=360)  # inside JOBSVC_MAX_SCHEDULE_HORIZON_DAYS (365) either side
-
-
 FILTERS = {f"{JOBS}/cancel", f"{JOBS}/retry", "/api/v1/jobs/redrive"}
-FILTER_CRITERIA = ("status", "execute_at_from", "execute_at_to", "handler", "user_id")
-FILTER_FIELDS = (*FILTER_CRITERIA, "extra_attempts")
+USERNAME = os.environ["SCHEMATHESIS_USERNAME"]
+PASSWORD_OF_USER = os.environ["SCHEMATHESIS_PASSWORD"]
+
+
+@schemathesis.auth(refresh_interval=None)
+class FreshToken:
+    """A new token for every request, for the user as the database has them now."""
+
+    def get(self, case, context) -> str:
+        return token_issue(user=User.objects.get(username=USERNAME)).token
+
+    def set(self, case, data: str, context) -> None:
+        case.headers = case.headers or {}
+        case.headers["Authorization"] = f"Bearer {data}"
+
+
+def _body_is_negative(case) -> bool:
+    meta = case.meta
+    if meta is None:
+        return False
+    body = meta.components.get(ParameterLocation.BODY)
+    return body is not None and body.mode.is_negative
 
 
 @schemathesis.hook
 def map_case(context, case):
-    if case.method.upper() != "POST":
+    if case.method.upper() != "POST" or _body_is_negative(case):
         return case
     path = case.operation.path
-    if path == JOBS:
-        if isinstance(case.body, list):
-            case.body = [_job_within_rules(job) for job in case.body]
-        else:
-            case.body = _job_within_rules(case.body)
-    elif path.endswith("/reschedule"):
-        case.body = _reschedule_within_rules(case.body)
-    elif path in FILTERS:
+    if path == JOBS and isinstance(case.body, dict):
+        case.body = _job_within_rules(case.body)
+    elif path.endswith("/reschedule") and isinstance(case.body, dict):
+        case.body = _within_rules(case.body)
+    elif path in FILTERS and isinstance(case.body, dict):
         case.body = _filter_within_rules(case.body)
+    elif path == PASSWORD and isinstance(case.body, dict):
+        case.body = {"current_password": PASSWORD_OF_USER, "new_password": PASSWORD_OF_USER}
     return case
 
 
-def _due_within_rules(body: dict) -> None:
-    """execute_at within the horizon of *now* (a schema has no "now"), and exactly one of
-    execute_at and delay_seconds."""
-    execute_at = body.get("execute_at")
-    if isinstance(execute_at, str):
-        try:
-            when = datetime.fromisoformat(execute_at.replace("Z", "+00:00"))
-        except ValueError:
-            when = None
-        if when is not None and when.tzinfo is not None:
-            now = datetime.now(UTC)
-            if not now - HORIZON <= when <= now + HORIZON:
-                body["execute_at"] = (now + timedelta(minutes=5)).isoformat()
-    if "execute_at" in body and "delay_seconds" in body:
-        del body["delay_seconds"]
-
-
-def _reschedule_within_rules(body):
-    if not isinstance(body, dict):
-        return body
+def _within_rules(body: dict) -> dict:
+    """execute_at within the horizon of now; a message within the byte limit."""
     body = dict(body)
-    _due_within_rules(body)
-    if not body.keys() & {"execute_at", "delay_seconds", "message"}:
-        body["message"] = "rescheduled"  # at least one change
+    when = _instant(body.get("execute_at"))
+    if when is not None:
+        now = datetime.now(UTC)
+        if not now - HORIZON <= when <= now + HORIZON:
+            body["execute_at"] = (now + timedelta(minutes=5)).isoformat()
+    message = body.get("message")
+    if isinstance(message, str):
+        encoded = message.encode("utf-8", "surrogatepass")
+        if len(encoded) > settings.MAX_MESSAGE_BYTES:
+            body["message"] = encoded[: settings.MAX_MESSAGE_BYTES].decode("utf-8", "ignore")
     return body
 
 
-def _filter_within_rules(body):
-    """A bulk action's filter: known fields only, and at least one criterion."""
-    if not isinstance(body, dict):
-        return body
-    body = {name: value for name, value in body.items() if name in FILTER_FIELDS}
-    if not body.keys() & set(FILTER_CRITERIA):
-        body["handler"] = "default"
+def _job_within_rules(body: dict) -> dict:
+    body = _within_rules(body)
+    # A handler's params are checked against deployment settings (allowed hosts, topics).
+    if body.get("handler") in ("http", "kafka") or body.get("handler_params") is not None:
+        body.pop("handler_params", None)
+        if body.get("handler") in ("http", "kafka"):
+            body["handler"] = "default"
+    return body
+
+
+def _filter_within_rules(body: dict) -> dict:
+    """A bulk action's time range must not be empty."""
     start, end = _instant(body.get("execute_at_from")), _instant(body.get("execute_at_to"))
     if start is not None and end is not None and end <= start:
-        del body["execute_at_to"]  # the range must not be empty
+        body = dict(body)
+        body["execute_at_to"] = (start + timedelta(seconds=1)).isoformat()
     return body
 
 
@@ -90,35 +129,23 @@ def _instant(value) -> datetime | None:
     if not isinstance(value, str):
         return None
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-
-
-def _job_within_rules(body):
-    if not isinstance(body, dict):
-        return body
-    body = dict(body)
-    _due_within_rules(body)
-    if "execute_at" not in body and "delay_seconds" not in body:
-        body["delay_seconds"] = 60
-    # A handler's params are checked against deployment settings (allowed hosts, topics).
-    if body.get("handler") in ("http", "kafka") or "handler_params" in body:
-        body.pop("handler_params", None)
-        if body.get("handler") in ("http", "kafka"):
-            body["handler"] = "default"
-    return body
+    return when if when.tzinfo is not None else None
 
 
 @schemathesis.hook
 def filter_body(context, body):
+    """Drop sign-up bodies whose password Django's validators would refuse."""
     operation = context.operation
-    if operation is None or operation.path != USERS or not isinstance(body, dict):
+    if operation is None or not isinstance(body, dict):
+        return True
+    if operation.path != USERS:
         return True
     password, username = body.get("password"), body.get("username")
     if not isinstance(password, str) or not isinstance(username, str):
         return True
-    # Django's password validators (common passwords, likeness to the username).
     try:
         password_validation.validate_password(password, user=User(username=username))
     except ValidationError:

@@ -26,10 +26,10 @@ USER = 777_001
 FINISHED = 20_000
 
 
-def _insert(count: int, status: str) -> None:
+def _insert(count: int, status: str, message: str = "m") -> None:
     now = timezone.now()
     spec = JobSpec(
-        message="m", execute_at=now + timedelta(hours=1), max_attempts=3, timeout_seconds=30.0
+        message=message, execute_at=now + timedelta(hours=1), max_attempts=3, timeout_seconds=30.0
     )
     rows = [
         store.new_job_row(
@@ -64,8 +64,28 @@ def test_the_count_is_of_scheduled_queued_and_running_jobs_only():
     ]:
         _insert(count, status)
 
-    assert store.count_unfinished(ALIAS, user_id=USER, stop_at=100) == 7
-    assert store.count_unfinished(ALIAS, user_id=USER, stop_at=3) == 3 + 3
+    assert store.count_unfinished(ALIAS, user_id=USER, stop_at=100) == (7, 0)
+    assert store.count_unfinished(ALIAS, user_id=USER, stop_at=3) == (3 + 3, 0)
+
+
+def test_the_bytes_are_those_of_the_unfinished_jobs_messages_and_parameters():
+    _insert(3, "scheduled", message="x" * 1000)
+    _insert(1, "running", message="\u00e9" * 100)  # 200 bytes of UTF-8
+    _insert(5, "succeeded", message="y" * 10_000)
+
+    count, size = store.count_unfinished(ALIAS, user_id=USER, stop_at=100, with_bytes=True)
+
+    assert count == 4
+    assert size == 3 * 1000 + 200 + 4 * _stored_size_of_empty_params()
+
+
+def _stored_size_of_empty_params() -> int:
+    """What one job's empty handler_params take in its row (a short header in a row)."""
+    with connections[ALIAS].cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_column_size(handler_params) FROM jobs WHERE user_id = %s LIMIT 1", [USER]
+        )
+        return cursor.fetchone()[0]
 
 
 def test_the_count_touches_few_pages_however_many_finished_jobs_the_user_has():
@@ -75,7 +95,11 @@ def test_the_count_touches_few_pages_however_many_finished_jobs_the_user_has():
     with connections[ALIAS].cursor() as cursor:
         cursor.execute("ANALYZE jobs")
 
-    pages = _pages_touched(store._COUNT_UNFINISHED, {"user_id": USER, "stop_at": 1_000_001})
+    params = {"user_id": USER, "stop_at": 1_000_001}
+    pages = _pages_touched(store._COUNT_UNFINISHED, params)
+    with_bytes = _pages_touched(store._COUNT_UNFINISHED_BYTES, params)
 
-    # 20,000 finished rows fill well over 200 heap pages; the count reads a few index pages.
+    # 20,000 finished rows fill well over 200 heap pages; the count reads a few index pages
+    # (and, for the bytes, the pages of the 7 unfinished rows).
     assert pages < 50, pages
+    assert with_bytes < 50, with_bytes

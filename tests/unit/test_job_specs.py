@@ -304,3 +304,27 @@ def test_an_unusable_delay_is_refused(now, delay, settings):
     detail = errors_of({"message": "m", "delay_seconds": delay}, now)
 
     assert list(detail) == ["delay_seconds"]
+
+
+@pytest.mark.parametrize("name", ["exeucte_at", "user_id", "status", "handler_param"])
+def test_a_field_the_api_does_not_know_is_refused_not_ignored(now, name):
+    detail = errors_of(body(now) | {name: 1}, now)
+
+    assert set(detail) == {name}
+    assert detail[name][0].startswith("Unknown field")
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ({"message": "m", "execute_at": None, "delay_seconds": 5}, "execute_at"),
+        (
+            {"message": "m", "execute_at": "2030-01-01T00:00:00Z", "delay_seconds": None},
+            "delay_seconds",
+        ),
+    ],
+)
+def test_a_null_time_beside_the_other_is_refused(raw, field):
+    detail = errors_of(raw, datetime(2029, 6, 1, tzinfo=UTC))
+
+    assert detail == {field: ["May not be null: leave the field out."]}

@@ -19,6 +19,7 @@ from django.contrib.auth.hashers import make_password
 
 from jobsvc.accounts.models import User
 from jobsvc.accounts.tokens import token_issue
+from jobsvc.accounts.usernames import username_key
 from tools.loadgen.client import ApiClient, ConnectionFailed
 from tools.loadgen.errors import LoadgenError, LoginFailed
 
@@ -44,10 +45,10 @@ def weights_for(*, users: int, weights: list[float]) -> list[float]:
     if not weights:
         raise LoadgenError("at least one weight is needed")
     for weight in weights:
-        if not 0 < weight <= settings.MAX_JOB_WEIGHT:
+        if not settings.MIN_JOB_WEIGHT <= weight <= settings.MAX_JOB_WEIGHT:
             raise LoadgenError(
-                f"weight {weight:g} is out of range (0, {settings.MAX_JOB_WEIGHT:g}] "
-                "(JOBSVC_MAX_JOB_WEIGHT)"
+                f"weight {weight:g} is out of range [{settings.MIN_JOB_WEIGHT:g}, "
+                f"{settings.MAX_JOB_WEIGHT:g}] (JOBSVC_MIN_JOB_WEIGHT, JOBSVC_MAX_JOB_WEIGHT)"
             )
     return [weights[n % len(weights)] for n in range(users)]
 
@@ -55,10 +56,11 @@ def weights_for(*, users: int, weights: list[float]) -> list[float]:
 def users_create_and_log_in(*, api: str, run_id: str, weights: list[float]) -> LoggedIn:
     password = secrets.token_urlsafe(18)
     hashed = make_password(password)  # once for all: PBKDF2 costs a third of a second
-    users = User.objects.bulk_create(
+    names = [f"loadgen-{run_id}-{n}" for n in range(len(weights))]
+    users = User.objects.bulk_create(  # bulk_create skips save(): set the key it would
         [
-            User(username=f"loadgen-{run_id}-{n}", job_weight=weight, password=hashed)
-            for n, weight in enumerate(weights)
+            User(username=name, username_key=username_key(name), job_weight=weight, password=hashed)
+            for name, weight in zip(names, weights, strict=True)
         ]
     )
     with ThreadPoolExecutor(max_workers=LOGIN_THREADS) as pool:
