@@ -54,6 +54,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every response carries the request's id, and every log line of it.
+    "jobsvc.api.middleware.RequestIdMiddleware",
     "jobsvc.metrics.MetricsMiddleware",
     "jobsvc.api.middleware.RequestSizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -448,16 +450,19 @@ if LOG_FORMAT not in {"plain", "json"}:
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"worker_id": {"()": "jobsvc.logs.WorkerIdFilter"}},
+    "filters": {
+        "worker_id": {"()": "jobsvc.logs.WorkerIdFilter"},
+        "request_id": {"()": "jobsvc.logs.RequestIdFilter"},
+    },
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(worker_id)s] %(message)s"},
+        "plain": {"()": "jobsvc.logs.PlainFormatter"},
         "json": {"()": "jobsvc.logs.JsonFormatter"},
     },
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": LOG_FORMAT,
-            "filters": ["worker_id"],
+            "filters": ["worker_id", "request_id"],
         }
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
