@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from django.conf import settings
+from django.urls import reverse
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers as drf_serializers
@@ -20,6 +21,7 @@ from jobsvc.jobs.limits import jobs_create_admit
 from jobsvc.jobs.models import CANCELLABLE_STATUSES, JobStatus
 from jobsvc.jobs.schema import (
     CREATE_DESCRIPTION,
+    CREATED_HEADERS,
     IDEMPOTENCY_KEY_HEADER,
     JOB_ID_PATH,
     JOBS_LIST_PARAMETERS,
@@ -99,13 +101,14 @@ class JobListCreateApi(APIView):
         operation_id="jobs_create",
         description=CREATE_DESCRIPTION,
         request=JobCreateInput,
-        parameters=[IDEMPOTENCY_KEY_HEADER],
+        parameters=[IDEMPOTENCY_KEY_HEADER, *CREATED_HEADERS],
         responses={
             201: enveloped("JobCreated", JobOutput()),
-            200: OpenApiResponse(
-                description="Replayed: the job(s) the first request with this Idempotency-Key made."
-            ),
             **_ERRORS,
+            422: OpenApiResponse(
+                ErrorOutput,
+                description="This Idempotency-Key was first used with a different request body.",
+            ),
             **_LIMITED,
         },
     )
@@ -127,9 +130,12 @@ class JobListCreateApi(APIView):
             idempotency_key=_idempotency_key(request),
         )
         data = [job_to_dict(job) for job in result.jobs]
-        if result.created:
-            return ok(data if is_bulk else data[0], status=201)
-        return ok(data if is_bulk else data[0], headers={"Idempotent-Replayed": "true"})
+        # A replay answers as the first request did (201), and says it is one.
+        headers = {} if result.created else {"Idempotent-Replayed": "true"}
+        if is_bulk:
+            return ok(data, status=201, headers=headers)
+        headers["Location"] = reverse("job-detail", kwargs={"job_id": data[0]["id"]})
+        return ok(data[0], status=201, headers=headers)
 
 
 class JobDetailApi(APIView):
