@@ -15,6 +15,7 @@ from jobsvc.accounts.services import user_create
 from jobsvc.accounts.tokens import TokenRejected, token_issue, token_refresh
 from jobsvc.api.envelope import ErrorOutput, enveloped, ok
 from jobsvc.api.errors import error_body
+from jobsvc.jobs.limits import user_usage
 
 _ERRORS = {code: OpenApiResponse(ErrorOutput) for code in (400, 401, 403, 429, 503)}
 SIGN_UP_DESCRIPTION = (
@@ -91,3 +92,14 @@ class RefreshApi(APIView):
         except TokenRejected as exc:
             return Response(error_body("token_not_valid", str(exc)), status=401)
         return ok({"expire": issued.expire, "token": issued.token})
+
+
+class MeApi(APIView):
+    """The caller's account: id, username, weight, limits and usage."""
+
+    @extend_schema(
+        operation_id="me_get",
+        responses={200: enveloped("Me", s.MeOutput()), **_ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        return ok(s.me_to_dict(request.user, user_usage(user=request.user)))

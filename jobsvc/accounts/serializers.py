@@ -14,6 +14,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobsvc.accounts.models import DEFAULT_JOB_WEIGHT, User
+from jobsvc.jobs.limits import UserUsage
 
 PASSWORD_MIN_LENGTH = 8  # Django's MinimumLengthValidator default, as settings use it
 # CharField refuses NUL characters; stated as a pattern, the schema says so too.
@@ -114,3 +115,53 @@ class TokenOutput(serializers.Serializer):
 
 class LoginOutput(TokenOutput):
     user = UserOutput()
+
+
+def me_to_dict(user: User, usage: UserUsage) -> dict[str, Any]:
+    """The caller's account: who they are, their limits (null: none) and their usage."""
+    limits = usage.limits
+    return {
+        **user_to_dict(user),
+        "is_staff": user.is_staff,
+        "limits": {
+            "max_unfinished_jobs": limits.max_unfinished or None,
+            "create_rate_per_second": limits.create_rate or None,
+            "create_burst_jobs": usage.create_burst or None,
+        },
+        "usage": {
+            "unfinished_jobs": usage.unfinished,
+            "unfinished_jobs_exact": usage.unfinished_exact,
+        },
+    }
+
+
+class LimitsOutput(serializers.Serializer):
+    max_unfinished_jobs = serializers.IntegerField(
+        allow_null=True,
+        help_text="Scheduled, queued and running jobs you may have at once; null: no limit.",
+    )
+    create_rate_per_second = serializers.FloatField(
+        allow_null=True,
+        help_text="Jobs you may create per second, in each API process; null: no limit.",
+    )
+    create_burst_jobs = serializers.IntegerField(
+        allow_null=True,
+        help_text="Jobs you may create at once at that rate (the bucket's size); null: no "
+        "rate limit.",
+    )
+
+
+class UsageOutput(serializers.Serializer):
+    unfinished_jobs = serializers.IntegerField(
+        help_text="Your scheduled, queued and running jobs, as the API process that answered "
+        "counted them (it reuses a count for a few seconds and adds what it created since)."
+    )
+    unfinished_jobs_exact = serializers.BooleanField(
+        help_text="False when counting stopped: at your limit, or at 100,000 per shard without one."
+    )
+
+
+class MeOutput(UserOutput):
+    is_staff = serializers.BooleanField()
+    limits = LimitsOutput()
+    usage = UsageOutput()

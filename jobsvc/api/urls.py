@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
-from jobsvc.accounts.apis import LoginApi, RefreshApi, UserCreateApi
+from jobsvc.accounts.apis import LoginApi, MeApi, RefreshApi, UserCreateApi
 from jobsvc.jobs.apis import (
     JobCancelApi,
     JobDetailApi,
@@ -17,6 +17,7 @@ urlpatterns = [
     path("users", UserCreateApi.as_view(), name="user-create"),
     path("auth/login", LoginApi.as_view(), name="auth-login"),
     path("auth/refresh", RefreshApi.as_view(), name="auth-refresh"),
+    path("me", MeApi.as_view(), name="me"),
     path("me/jobs", JobListCreateApi.as_view(), name="jobs"),
     # Bulk actions by filter; before me/jobs/<job_id>, which would take their names as ids.
     path("me/jobs/cancel", JobsCancelApi.as_view(), name="jobs-cancel"),

@@ -42,6 +42,9 @@ from jobsvc.jobs import store
 from jobsvc.sharding.shards import shard_aliases
 
 MAX_TRACKED_USERS = 10_000  # users each process keeps state for; the least recent go first
+# A user without an unfinished-jobs limit has their unfinished jobs counted (for GET
+# /api/v1/me) up to this many per shard and kind, so that the count stays O(this).
+USAGE_COUNT_LIMIT = 100_000
 # A count that took t seconds is reused for at least this many times t: a user near a
 # large cap costs each process at most 1/COUNT_REUSE_FACTOR of its time in counting.
 COUNT_REUSE_FACTOR = 20
@@ -117,6 +120,19 @@ class CreateLimiter:
                 self._take_tokens(state, limits.create_rate, jobs)
             state.unfinished += jobs
 
+    def burst(self, rate: float) -> int:
+        """The most jobs a user of this create rate may create at once: the bucket's size,
+        in whole jobs."""
+        return math.floor(max(rate * self._burst_seconds, self._min_burst))
+
+    def unfinished(self, *, user_id: int, cap: int) -> int:
+        """The user's unfinished jobs as this process knows them, counted for ``cap`` (each
+        shard stops at ``cap + 1`` per kind), reused as ``admit`` reuses its counts."""
+        self._refresh_count(user_id, cap)
+        with self._lock:
+            state = self._users.get(user_id)
+            return 0 if state is None else state.unfinished
+
     def forget(self) -> None:
         """Drop every user's state (tests; a changed configuration)."""
         with self._lock:
@@ -187,3 +203,26 @@ create_limiter = CreateLimiter(
 def jobs_create_admit(*, user, jobs: int) -> None:
     """Admit the user's create of ``jobs`` jobs, or raise TooManyRequests naming the limit."""
     create_limiter.admit(user_id=user.pk, limits=UserLimits.of(user), jobs=jobs)
+
+
+@dataclass(frozen=True)
+class UserUsage:
+    """A user's limits, and how much of them they use, as this API process knows it."""
+
+    limits: UserLimits
+    create_burst: int  # jobs one create may hold at most at once; 0 with no rate limit
+    unfinished: int  # scheduled, queued and running jobs, counted as ``admit`` counts them
+    unfinished_exact: bool  # False: counting stopped at the limit (or USAGE_COUNT_LIMIT)
+
+
+def user_usage(*, user) -> UserUsage:
+    """The user's limits and their unfinished jobs (see ``CreateLimiter.unfinished``)."""
+    limits = UserLimits.of(user)
+    cap = limits.max_unfinished or USAGE_COUNT_LIMIT
+    unfinished = create_limiter.unfinished(user_id=user.pk, cap=cap)
+    return UserUsage(
+        limits=limits,
+        create_burst=create_limiter.burst(limits.create_rate) if limits.create_rate else 0,
+        unfinished=unfinished,
+        unfinished_exact=unfinished <= cap,
+    )

@@ -193,3 +193,20 @@ def test_a_slow_count_is_reused_for_longer(clock, counts):
     clock.now += 10
     limits.admit(user_id=1, limits=CAP_ONLY, jobs=1)
     assert counts.calls == 2
+
+
+def test_the_unfinished_count_shown_to_a_user_is_the_one_creates_are_judged_by(clock, counts):
+    limits = limiter(clock, counts, refresh=5.0)
+    counts.stored[1] = 4
+
+    assert limits.unfinished(user_id=1, cap=10) == 4
+    limits.admit(user_id=1, limits=CAP_ONLY, jobs=3)  # counted already: not again
+    assert limits.unfinished(user_id=1, cap=10) == 7
+    assert counts.calls == 1
+    clock.now += 5.0
+    assert limits.unfinished(user_id=1, cap=10) == 4  # counted again: the shards say 4
+
+
+def test_the_burst_is_the_buckets_size_in_whole_jobs(clock, counts):
+    assert limiter(clock, counts, burst_seconds=10.0).burst(2.5) == 25
+    assert limiter(clock, counts, burst_seconds=10.0, min_burst=1000).burst(2.5) == 1000
