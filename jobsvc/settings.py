@@ -206,6 +206,11 @@ HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES = env_bool(
     "JOBSVC_HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES", False
 )
 HTTP_HANDLER_MAX_TIMEOUT = env_float("JOBSVC_HTTP_HANDLER_MAX_TIMEOUT_SECONDS", 30.0, minimum=0.1)
+# Bytes of the receiver's answer (the http handler reads the body's first bytes) kept, as
+# text, in each attempt's history (GET /api/v1/me/jobs/ID/attempts). 0 keeps none.
+ATTEMPT_RESPONSE_EXCERPT_BYTES = env_int("JOBSVC_ATTEMPT_RESPONSE_EXCERPT_BYTES", 1024, minimum=0)
+if ATTEMPT_RESPONSE_EXCERPT_BYTES > 65536:
+    raise ConfigError("JOBSVC_ATTEMPT_RESPONSE_EXCERPT_BYTES must be at most 65536")
 KAFKA_HANDLER_ALLOWED_TOPICS = env_list("JOBSVC_KAFKA_HANDLER_ALLOWED_TOPICS")
 KAFKA_HANDLER_MAX_TIMEOUT = env_float("JOBSVC_KAFKA_HANDLER_MAX_TIMEOUT_SECONDS", 10.0, minimum=0.1)
 

@@ -131,7 +131,8 @@ class ShardStore:
             cursor.execute(queries.SWEEP_UNCLAIMED)
             unclaimed = cursor.rowcount
             cursor.execute(queries.SWEEP_ABANDONED, {"error": queries.LOST_ATTEMPT_ERROR})
-            return SweepResult(unclaimed=unclaimed, abandoned=cursor.rowcount)
+            abandoned = _record_lost(cursor, cursor.fetchall())
+            return SweepResult(unclaimed=unclaimed, abandoned=abandoned)
 
     def purge_finished_jobs(self, *, finished_before: datetime, limit: int) -> int:
         """Delete up to ``limit`` jobs that finished before ``finished_before``, oldest first.
@@ -142,7 +143,7 @@ class ShardStore:
             cursor.execute(
                 queries.PURGE_FINISHED_JOBS, {"finished_before": finished_before, "limit": limit}
             )
-            return cursor.rowcount
+            return cursor.fetchone()[0]
 
     def purge_expired_idempotency_keys(self, *, expired_at: datetime, limit: int) -> int:
         """Delete up to ``limit`` Idempotency-Keys recorded at or before ``expired_at``.
@@ -202,7 +203,7 @@ class ShardStore:
                 queries.FAIL_ABANDONED,
                 {"job_ids": [job.job_id for job in jobs], "error": queries.LOST_ATTEMPT_ERROR},
             )
-            return cursor.rowcount
+            return _record_lost(cursor, cursor.fetchall())
 
     def close(self) -> None:
         connections[self.alias].close()
@@ -228,3 +229,18 @@ class ShardStore:
         current = None if row is None else row[0]
         if current != epoch:
             raise ShardFenced(f"shard {self.shard_id}: epoch is {current}, ours is {epoch}")
+
+
+def _record_lost(cursor, ended: list[tuple[str, int, datetime | None]]) -> int:
+    """Write the history rows of attempts the sweeper ended as lost; how many it ended."""
+    if ended:
+        cursor.execute(
+            queries.RECORD_LOST_ATTEMPTS,
+            {
+                "job_ids": [job_id for job_id, _, _ in ended],
+                "attempts": [attempt for _, attempt, _ in ended],
+                "started": [started for _, _, started in ended],
+                "error": queries.LOST_ATTEMPT_ERROR,
+            },
+        )
+    return len(ended)

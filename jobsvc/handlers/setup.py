@@ -18,6 +18,7 @@ def registry_from_settings(*, producer: Any | None = None) -> HandlerRegistry:
             "allowed_hosts": settings.HTTP_HANDLER_ALLOWED_HOSTS,
             "allow_private_addresses": settings.HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES,
             "max_timeout": settings.HTTP_HANDLER_MAX_TIMEOUT,
+            "response_excerpt_bytes": settings.ATTEMPT_RESPONSE_EXCERPT_BYTES,
         },
         "kafka": {
             "allowed_topics": settings.KAFKA_HANDLER_ALLOWED_TOPICS,
