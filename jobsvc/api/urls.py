@@ -3,6 +3,7 @@ from drf_spectacular.views import SpectacularAPIView
 
 from jobsvc.accounts.apis import LoginApi, MeApi, RefreshApi, UserCreateApi
 from jobsvc.jobs.apis import (
+    JobAttemptsApi,
     JobCancelApi,
     JobDetailApi,
     JobListCreateApi,
@@ -23,6 +24,7 @@ urlpatterns = [
     path("me/jobs/cancel", JobsCancelApi.as_view(), name="jobs-cancel"),
     path("me/jobs/retry", JobsRetryApi.as_view(), name="jobs-retry"),
     path("me/jobs/<str:job_id>", JobDetailApi.as_view(), name="job-detail"),
+    path("me/jobs/<str:job_id>/attempts", JobAttemptsApi.as_view(), name="job-attempts"),
     path("me/jobs/<str:job_id>/cancel", JobCancelApi.as_view(), name="job-cancel"),
     path("me/jobs/<str:job_id>/reschedule", JobRescheduleApi.as_view(), name="job-reschedule"),
     path("me/jobs/<str:job_id>/retry", JobRetryApi.as_view(), name="job-retry"),

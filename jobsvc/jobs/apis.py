@@ -20,6 +20,7 @@ from jobsvc.api.envelope import ErrorOutput, enveloped, ok
 from jobsvc.jobs.limits import jobs_create_admit
 from jobsvc.jobs.models import CANCELLABLE_STATUSES, JobStatus
 from jobsvc.jobs.schema import (
+    ATTEMPTS_PARAMETERS,
     CREATE_DESCRIPTION,
     CREATED_HEADERS,
     IDEMPOTENCY_KEY_HEADER,
@@ -27,8 +28,9 @@ from jobsvc.jobs.schema import (
     JOBS_LIST_PARAMETERS,
     RESCHEDULE_REQUEST_SCHEMA,
 )
-from jobsvc.jobs.selectors import JobFilter, job_get, jobs_list
+from jobsvc.jobs.selectors import JobFilter, job_attempts, job_get, jobs_list
 from jobsvc.jobs.serializers import (
+    AttemptOutput,
     JobCreateInput,
     JobOutput,
     JobRetryInput,
@@ -37,6 +39,7 @@ from jobsvc.jobs.serializers import (
     JobsRedriveInput,
     JobsRetriedOutput,
     JobsRetryInput,
+    attempt_to_dict,
     job_to_dict,
 )
 from jobsvc.jobs.services import (
@@ -146,6 +149,35 @@ class JobDetailApi(APIView):
     )
     def get(self, request: Request, job_id: str) -> Response:
         return ok(job_to_dict(job_get(user_id=request.user.pk, job_id=job_id)))
+
+
+class JobAttemptsApi(APIView):
+    @extend_schema(
+        operation_id="jobs_attempts",
+        parameters=ATTEMPTS_PARAMETERS,
+        responses={
+            200: enveloped(
+                "AttemptPage",
+                AttemptOutput(many=True),
+                pagination=drf_serializers.DictField(help_text='{"next_cursor": str | null}'),
+            ),
+            **_ERRORS,
+        },
+        description="The job's attempts, newest first: when each started and finished, how "
+        "it ended, its error, and what the receiver answered. Kept as long as the job.",
+    )
+    def get(self, request: Request, job_id: str) -> Response:
+        params = request.query_params
+        page = job_attempts(
+            user_id=request.user.pk,
+            job_id=job_id,
+            before_attempt=_attempt_cursor(params.get("cursor")),
+            limit=_limit(params.get("limit")),
+        )
+        return ok(
+            [attempt_to_dict(attempt) for attempt in page.attempts],
+            pagination={"next_cursor": page.next_cursor},
+        )
 
 
 class JobCancelApi(APIView):
@@ -303,6 +335,17 @@ def _cursor(raw: str | None) -> str | None:
     if not is_job_id(raw):
         raise _param_error("cursor", "Not a cursor this API returned (next_cursor).")
     return raw
+
+
+_MAX_ATTEMPT_NUMBER = 32_767  # jobs.max_attempts is a smallint
+
+
+def _attempt_cursor(raw: str | None) -> int | None:
+    if raw is None:
+        return None
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= _MAX_ATTEMPT_NUMBER:
+        raise _param_error("cursor", "Not a cursor this API returned (next_cursor).")
+    return int(raw)
 
 
 def _limit(raw: str | None) -> int:

@@ -121,3 +121,17 @@ RESCHEDULE_REQUEST_SCHEMA = {
         },
     },
 }
+
+ATTEMPTS_PARAMETERS = [
+    JOB_ID_PATH,
+    OpenApiParameter(
+        "cursor",
+        {"type": "string", "pattern": "^[1-9][0-9]{0,4}$"},
+        description="next_cursor of the previous page.",
+    ),
+    OpenApiParameter(
+        "limit",
+        {"type": "integer", "minimum": 1, "maximum": settings.JOBS_MAX_PAGE_SIZE},
+        description=f"Attempts per page (default {settings.JOBS_PAGE_SIZE}).",
+    ),
+]
