@@ -7,27 +7,34 @@ job = client.create_job(message="Hello world", execute_at=when)
 client.wait(job.id)
 """
 
-from jobsvc_client.client import Client, Page
+from jobsvc_client.client import AttemptPage, Client, JobFilter, Page
 from jobsvc_client.errors import (
     ApiError,
     AuthError,
     Conflict,
+    Forbidden,
     JobsvcError,
     NotFound,
     NotLoggedIn,
     TransportError,
     Unavailable,
+    Unprocessable,
     WaitTimeout,
 )
-from jobsvc_client.models import TERMINAL_STATUSES, Job, JobSpec, Token
+from jobsvc_client.models import TERMINAL_STATUSES, Account, Attempt, Job, JobSpec, Token
 
 __all__ = [
     "TERMINAL_STATUSES",
+    "Account",
     "ApiError",
+    "Attempt",
+    "AttemptPage",
     "AuthError",
     "Client",
     "Conflict",
+    "Forbidden",
     "Job",
+    "JobFilter",
     "JobSpec",
     "JobsvcError",
     "NotFound",
@@ -36,5 +43,6 @@ __all__ = [
     "Token",
     "TransportError",
     "Unavailable",
+    "Unprocessable",
     "WaitTimeout",
 ]
