@@ -43,6 +43,33 @@ COUNT_DUE = f"""
                            LIMIT 1000000) AS due
 """
 
+# Queue lag: seconds since the due time of the oldest job that is due and not started, 0
+# when none is. Scheduled jobs: the earliest due of each (user, priority), by the loose
+# index scan of DUE_USERS (one probe per pair, however many jobs are due). Published jobs
+# waiting for an executor: the first queued entry of the in-flight index, in lease order,
+# which is the order in which they became both due and published (CLAIM_FOR_DISPATCH sets
+# the lease to that moment plus a fixed timeout); its due time stands for theirs.
+OLDEST_DUE_AGE = f"""
+    WITH RECURSIVE heads AS (
+        (SELECT user_id, priority, due_at FROM jobs
+          WHERE status = {SCHEDULED}
+          ORDER BY user_id, priority, due_at, id LIMIT 1)
+        UNION ALL
+        SELECT next.user_id, next.priority, next.due_at
+          FROM heads,
+       LATERAL (SELECT user_id, priority, due_at FROM jobs
+                 WHERE status = {SCHEDULED}
+                   AND (user_id, priority) > (heads.user_id, heads.priority)
+                 ORDER BY user_id, priority, due_at, id LIMIT 1) AS next
+    )
+    SELECT coalesce(greatest(0, extract(epoch FROM now() - min(due_at))), 0)::float8
+      FROM (SELECT min(due_at) AS due_at FROM heads
+            UNION ALL
+            (SELECT due_at FROM jobs WHERE status = {QUEUED} ORDER BY lease_expires_at LIMIT 1)
+           ) AS oldest
+     WHERE due_at <= now()
+"""
+
 # Published, unfinished jobs per user: the partial in-flight index keeps it to those rows.
 COUNT_IN_FLIGHT_BY_USER = f"""
     SELECT user_id, count(*) FROM jobs WHERE status IN {IN_FLIGHT} GROUP BY user_id

@@ -89,6 +89,12 @@ class ShardStore:
             cursor.execute(queries.COUNT_IN_FLIGHT_BY_USER)
             return dict(cursor.fetchall())
 
+    def oldest_due_age(self) -> float:
+        """Seconds the oldest due, unstarted job has waited since due (0: none is due)."""
+        with self._cursor() as cursor:
+            cursor.execute(queries.OLDEST_DUE_AGE)
+            return cursor.fetchone()[0]
+
     def due_backlog(self) -> int:
         with self._cursor() as cursor:
             cursor.execute(queries.COUNT_DUE)
