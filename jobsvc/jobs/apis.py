@@ -337,13 +337,13 @@ def _cursor(raw: str | None) -> str | None:
     return raw
 
 
-_MAX_ATTEMPT_NUMBER = 32_767  # jobs.max_attempts is a smallint
+_ATTEMPT_CURSOR = re.compile(r"[1-9][0-9]{0,4}")  # an attempt number (jobs allow 32,767)
 
 
 def _attempt_cursor(raw: str | None) -> int | None:
     if raw is None:
         return None
-    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= _MAX_ATTEMPT_NUMBER:
+    if not _ATTEMPT_CURSOR.fullmatch(raw):
         raise _param_error("cursor", "Not a cursor this API returned (next_cursor).")
     return int(raw)
 

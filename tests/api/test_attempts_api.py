@@ -118,7 +118,7 @@ def test_another_users_job_is_not_found(user_client, other_client):
     error_of(user_client.get(attempts_url(theirs["id"])), 404, "job_not_found")
 
 
-@pytest.mark.parametrize("cursor", ["0", "-1", "x", "99999", "1.5", "٣"])
+@pytest.mark.parametrize("cursor", ["0", "-1", "x", "100000", "1.5", "٣", "07"])
 def test_a_cursor_the_api_did_not_give_is_a_400(user_client, cursor):
     job = create_job(user_client)
 
