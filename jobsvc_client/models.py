@@ -39,7 +39,7 @@ class JobSpec:
     handler_params: dict[str, Any] | None = None
     max_attempts: int | None = None
     timeout_seconds: float | None = None
-    priority: int | None = None  # among the user's own due jobs, higher first
+    priority: int | None = None  # 1-9: among the user's own due jobs, higher first
     delay_seconds: float | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -85,7 +85,8 @@ class Job:
     dispatched_at: datetime | None
     started_at: datetime | None
     finished_at: datetime | None
-    priority: int = 0  # a server older than priorities sends none: all were equal
+    # 1-9, higher first; a server older than priorities sends none: all had the default.
+    priority: int = 5
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property

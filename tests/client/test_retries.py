@@ -128,16 +128,16 @@ def test_a_token_with_time_left_is_used_as_it_is():
 
 
 def test_fields_a_newer_server_adds_are_kept():
-    transport = ScriptedTransport(answer(200, {**JOB, "priority": 5, "color": "blue"}))
+    transport = ScriptedTransport(answer(200, {**JOB, "priority": 8, "color": "blue"}))
 
     job = client_with(transport, []).get_job(JOB["id"])
 
-    assert (job.priority, job.extra) == (5, {"color": "blue"})
+    assert (job.priority, job.extra) == (8, {"color": "blue"})
     assert job.to_json()["color"] == "blue"
 
 
 def test_a_job_from_a_server_without_priorities_has_the_default_one():
-    assert client_with(ScriptedTransport(answer(200, JOB)), []).get_job(JOB["id"]).priority == 0
+    assert client_with(ScriptedTransport(answer(200, JOB)), []).get_job(JOB["id"]).priority == 5
 
 
 def test_logging_out_sends_the_token_as_it_is_and_forgets_it():

@@ -35,7 +35,11 @@ def schema() -> dict:
 
 
 def resolve(schema: dict, node: dict) -> dict:
-    while "$ref" in node:
+    while "$ref" in node or len(node.get("allOf", ())) == 1:
+        if "allOf" in node:  # drf-spectacular wraps a described enum: {"allOf": [$ref]}
+            [inner] = node["allOf"]
+            node = {**resolve(schema, inner), **{k: v for k, v in node.items() if k != "allOf"}}
+            continue
         node = schema["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]]
     return node
 

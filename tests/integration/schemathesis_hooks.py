@@ -8,6 +8,8 @@ Loaded by the schemathesis process through SCHEMATHESIS_HOOKS
 
 from __future__ import annotations
 
+import re
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import django
@@ -24,6 +26,7 @@ USERS = "/api/v1/users"
 HORIZON = timedelta(days=360)  # inside JOBSVC_MAX_SCHEDULE_HORIZON_DAYS (365) either side
 
 
+IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")  # jobsvc.jobs.apis accepts these
 FILTERS = {f"{JOBS}/cancel", f"{JOBS}/retry", "/api/v1/jobs/redrive"}
 FILTER_CRITERIA = ("status", "execute_at_from", "execute_at_to", "handler", "user_id")
 FILTER_FIELDS = (*FILTER_CRITERIA, "extra_attempts")
@@ -35,6 +38,7 @@ def map_case(context, case):
         return case
     path = case.operation.path
     if path == JOBS:
+        _fresh_idempotency_key(case)
         if isinstance(case.body, list):
             case.body = [_job_within_rules(job) for job in case.body]
         else:
@@ -44,6 +48,15 @@ def map_case(context, case):
     elif path in FILTERS:
         case.body = _filter_within_rules(case.body)
     return case
+
+
+def _fresh_idempotency_key(case) -> None:
+    """A valid Idempotency-Key of its own per create: the same key with another body is a
+    422 (a rule over two requests, in the header's description), and generated requests
+    repeat the schema's example keys."""
+    key = (case.headers or {}).get("Idempotency-Key")
+    if isinstance(key, str) and IDEMPOTENCY_KEY.fullmatch(key):
+        case.headers["Idempotency-Key"] = uuid.uuid4().hex
 
 
 def _due_within_rules(body: dict) -> None:
