@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 from django.db import connections, transaction
 
 from executor_worker import queries
+from jobsvc.jobs.models import AttemptOutcome, JobStatus
 from jobsvc.jobs.store import from_jsonb
 from jobsvc.postgresql.transaction_limits import limit_idle
 from jobsvc.sharding.shards import shard_alias
@@ -40,6 +41,24 @@ class Outcome:
     succeeded: bool
     error: str = ""
     retry_delay: float | None = None  # seconds; None with an error means a final failure
+    timed_out: bool = False  # the handler did not finish within the attempt's timeout
+    # What the handler reported of the system it called (jobsvc.handlers.base.HandlerResult),
+    # kept in the attempt's history: an HTTP status and an excerpt of the answer's body.
+    http_status: int | None = None
+    response_excerpt: str | None = None
+
+    @property
+    def history_outcome(self) -> str:
+        """The attempt's outcome as its history row (``JobAttempt.outcome``) names it."""
+        if self.succeeded:
+            outcome = AttemptOutcome.SUCCEEDED
+        elif self.timed_out:
+            outcome = AttemptOutcome.TIMED_OUT
+        elif self.retry_delay is not None:
+            outcome = AttemptOutcome.RETRIED
+        else:
+            outcome = AttemptOutcome.FAILED
+        return outcome.value
 
 
 class ClaimRequest(NamedTuple):
@@ -85,7 +104,13 @@ class ClaimStore:
             cursor.execute(
                 queries.CLAIM_SUCCEEDED, {**_named(requests), "handlers": list(handlers)}
             )
-            return [_attempt(row) for row in cursor.fetchall()]
+            succeeded = [_attempt(row) for row in cursor.fetchall()]
+            if succeeded:
+                # Their history rows; those whose handler fails are dropped by ``reopen``.
+                # (An inline handler's HandlerResult is not kept: its row is written before
+                # it runs, and inline handlers call no other system.)
+                cursor.execute(queries.RECORD_INLINE_SUCCEEDED, _keys(succeeded))
+            return succeeded
 
     def not_yet_due(self, requests: Sequence[ClaimRequest]) -> dict[tuple[str, int], float]:
         """Of requests a claim did not start, those it would start once due, with their due
@@ -101,6 +126,7 @@ class ClaimStore:
         """Make attempts from ``claim_succeeded`` running, as ``claim`` would have."""
         with connections[self.alias].cursor() as cursor:
             cursor.execute(queries.REOPEN, {**_keys(attempts), "lease": self.lease_seconds})
+            cursor.execute(queries.FORGET_REOPENED, _keys(attempts))
 
     def renew(self, running: Sequence[tuple[str, int]]) -> int:
         """Extend the leases of these running (job_id, attempt) pairs; how many were still
@@ -134,6 +160,7 @@ class ClaimStore:
         with transaction.atomic(using=self.alias), connections[self.alias].cursor() as cursor:
             if succeeded:
                 cursor.execute(queries.SUCCEED, _keys(o.attempt for o in succeeded))
+                _record_history(cursor, succeeded, status=JobStatus.SUCCEEDED.value)
             if retried:
                 cursor.execute(
                     queries.RETRY,
@@ -143,6 +170,7 @@ class ClaimStore:
                         "errors": [o.error for o in retried],
                     },
                 )
+                _record_history(cursor, retried, status=JobStatus.SCHEDULED.value)
             self.fail(failed)
 
     def fail(self, outcomes: Sequence[Outcome]) -> set[tuple[str, int]]:
@@ -157,7 +185,10 @@ class ClaimStore:
         params = {**_keys(o.attempt for o in outcomes), "errors": [o.error for o in outcomes]}
         with connections[self.alias].cursor() as cursor:
             cursor.execute(queries.FAIL, params)
-            return {(job_id, attempt) for job_id, attempt in cursor.fetchall()}
+            changed = {(job_id, attempt) for job_id, attempt in cursor.fetchall()}
+            if changed:
+                _record_history(cursor, outcomes, status=JobStatus.FAILED.value)
+            return changed
 
     def allow_idle(self, seconds: float) -> None:
         """Inside a transaction: PostgreSQL ends it only after ``seconds`` idle, for the
@@ -213,3 +244,19 @@ def _named(requests: Sequence[ClaimRequest]) -> dict[str, list]:
 def _keys(attempts: Iterable[Attempt]) -> dict[str, list]:
     attempts = list(attempts)
     return {"job_ids": [a.job_id for a in attempts], "attempts": [a.attempt for a in attempts]}
+
+
+def _record_history(cursor, outcomes: Sequence[Outcome], *, status: str) -> None:
+    """The outcomes' attempt history rows (queries.RECORD_ATTEMPTS), in the transaction
+    of the statement that just gave their jobs ``status``."""
+    cursor.execute(
+        queries.RECORD_ATTEMPTS,
+        {
+            **_keys(o.attempt for o in outcomes),
+            "status": status,
+            "outcomes": [o.history_outcome for o in outcomes],
+            "errors": [o.error or None for o in outcomes],
+            "http_statuses": [o.http_status for o in outcomes],
+            "excerpts": [o.response_excerpt for o in outcomes],
+        },
+    )

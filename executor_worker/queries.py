@@ -13,6 +13,7 @@ from jobsvc.jobs.lifecycle import (
     SUCCEEDED,
     append_attempt_error,
 )
+from jobsvc.jobs.models import AttemptOutcome
 
 _APPEND_ERROR = append_attempt_error(attempt="d.attempt", error="d.error")
 
@@ -119,4 +120,41 @@ FAIL = f"""
            AS d(job_id, attempt, error)
      WHERE jobs.id = d.job_id AND jobs.status = {RUNNING} AND jobs.attempts = d.attempt
  RETURNING jobs.id, jobs.attempts
+"""
+
+# The attempt history (jobs_attempt): one row per finished attempt, inserted by one
+# statement per batch, right after the statement above that recorded the outcomes, in its
+# transaction. Only attempts that statement finished get a row: the job must now have the
+# status it set (``status``), the same attempt number, and ``updated_at = now()``, which
+# every outcome statement sets and which is the transaction's start, so no other
+# transaction's change matches. An outcome that changed nothing (a duplicate, or an
+# attempt the sweeper gave up, which wrote its own row) adds nothing, and the primary key
+# would drop a second row for one attempt.
+RECORD_ATTEMPTS = """
+    INSERT INTO jobs_attempt (job_id, attempt, started_at, finished_at, outcome, error,
+                              http_status, response_excerpt)
+    SELECT jobs.id, jobs.attempts, coalesce(jobs.started_at, now()), now(), d.outcome,
+           coalesce(d.error, ''), d.http_status, coalesce(d.excerpt, '')
+      FROM unnest(%(job_ids)s::text[], %(attempts)s::int[], %(outcomes)s::text[],
+                  %(errors)s::text[], %(http_statuses)s::int[], %(excerpts)s::text[])
+           AS d(job_id, attempt, outcome, error, http_status, excerpt)
+      JOIN jobs ON jobs.id = d.job_id AND jobs.attempts = d.attempt
+     WHERE jobs.status = %(status)s AND jobs.updated_at = now()
+        ON CONFLICT (job_id, attempt) DO NOTHING
+"""
+
+# The attempts CLAIM_SUCCEEDED started and finished: they began and ended at the
+# statement's now() (the transaction's start), as that statement wrote. Their handlers
+# run after, inside the transaction; REOPEN drops the rows of those that failed.
+RECORD_INLINE_SUCCEEDED = f"""
+    INSERT INTO jobs_attempt (job_id, attempt, started_at, finished_at, outcome)
+    SELECT d.job_id, d.attempt, now(), now(), '{AttemptOutcome.SUCCEEDED.value}'
+      FROM unnest(%(job_ids)s::text[], %(attempts)s::int[]) AS d(job_id, attempt)
+        ON CONFLICT (job_id, attempt) DO NOTHING
+"""
+
+FORGET_REOPENED = """
+    DELETE FROM jobs_attempt
+     USING unnest(%(job_ids)s::text[], %(attempts)s::int[]) AS d(job_id, attempt)
+     WHERE jobs_attempt.job_id = d.job_id AND jobs_attempt.attempt = d.attempt
 """

@@ -9,8 +9,9 @@ from collections.abc import Callable
 from executor_worker.claims import Attempt, Outcome
 from executor_worker.metrics import ATTEMPT_DURATION
 from executor_worker.retry_policy import RetryPolicy
-from jobsvc.handlers.base import JobContext
+from jobsvc.handlers.base import HandlerResult, JobContext
 from jobsvc.handlers.errors import (
+    HandlerTimeout,
     PermanentError,
     RetryableError,
     UnknownHandler,
@@ -20,6 +21,7 @@ from jobsvc.handlers.registry import HandlerRegistry
 logger = logging.getLogger(__name__)
 
 _MAX_ERROR_LENGTH = 2000  # characters of an error message kept per attempt
+DEFAULT_RESPONSE_EXCERPT_BYTES = 1024  # of a handler's response excerpt, kept per attempt
 
 
 class AttemptRunner:
@@ -29,11 +31,13 @@ class AttemptRunner:
         registry: HandlerRegistry,
         retry_base_delay: float,
         retry_max_delay: float,
+        response_excerpt_bytes: int = DEFAULT_RESPONSE_EXCERPT_BYTES,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.registry = registry
         self.retry_base_delay = retry_base_delay
         self.retry_max_delay = retry_max_delay
+        self.response_excerpt_bytes = response_excerpt_bytes  # UTF-8 bytes kept per attempt
         self.clock = clock
 
     def inline_handlers(self) -> list[str]:
@@ -70,16 +74,20 @@ class AttemptRunner:
         began = self.clock()
         try:
             handler = self.registry.get(attempt.handler)
-            handler.handle(self.context(attempt, started=started))
+            result = handler.handle(self.context(attempt, started=started))
         except Exception as exc:
             return self.failed(attempt, exc)
         finally:
             ATTEMPT_DURATION.labels(attempt.handler).observe(self.clock() - began)
-        return Outcome(attempt=attempt, succeeded=True)
+        return Outcome(attempt=attempt, succeeded=True, **self._reported(result))
 
     def failed(self, attempt: Attempt, error: BaseException) -> Outcome:
         """The outcome of a failed attempt: a retry after a backoff, or the end."""
-        text = f"{type(error).__name__}: {error}"[:_MAX_ERROR_LENGTH]
+        text = _storable(f"{type(error).__name__}: {error}"[:_MAX_ERROR_LENGTH])
+        reported = {
+            "timed_out": isinstance(error, HandlerTimeout),
+            **self._reported(getattr(error, "result", None)),
+        }
         policy = RetryPolicy(
             max_attempts=attempt.max_attempts,
             base_delay=self.retry_base_delay,
@@ -95,9 +103,32 @@ class AttemptRunner:
                 text,
                 extra={"job_id": attempt.job_id, "action": "fail"},
             )
-            return Outcome(attempt=attempt, succeeded=False, error=text, retry_delay=None)
+            return Outcome(
+                attempt=attempt, succeeded=False, error=text, retry_delay=None, **reported
+            )
         delay = policy.next_delay(attempt.attempt)
         retry_after = getattr(error, "retry_after", None)
         if isinstance(error, RetryableError) and retry_after is not None:
             delay = min(max(delay, retry_after), self.retry_max_delay)
-        return Outcome(attempt=attempt, succeeded=False, error=text, retry_delay=delay)
+        return Outcome(attempt=attempt, succeeded=False, error=text, retry_delay=delay, **reported)
+
+    def _reported(self, result: object) -> dict[str, object]:
+        """What a handler's ``HandlerResult`` said, as the attempt's history keeps it: a
+        plausible HTTP status, and at most ``response_excerpt_bytes`` of the excerpt."""
+        if not isinstance(result, HandlerResult):
+            return {}
+        status = result.http_status
+        if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 999:
+            status = None
+        excerpt = result.response_excerpt
+        if isinstance(excerpt, str) and excerpt and self.response_excerpt_bytes > 0:
+            cut = excerpt.encode("utf-8", "replace")[: self.response_excerpt_bytes]
+            excerpt = _storable(cut.decode("utf-8", "ignore"))
+        else:
+            excerpt = None
+        return {"http_status": status, "response_excerpt": excerpt}
+
+
+def _storable(text: str) -> str:
+    """Text PostgreSQL can store: it refuses NUL characters in text and jsonb."""
+    return text.replace("\x00", "\ufffd")

@@ -7,8 +7,9 @@ ServiceError
 │   ├── JobNotCancellable
 │   ├── JobNotReschedulable
 │   ├── JobNotRetryable
-│   ├── IdempotencyKeyReused
 │   └── UsernameTaken
+├── Unprocessable       the request is well-formed but cannot be applied as sent (422)
+│   └── IdempotencyKeyReused
 ├── Forbidden           the caller may not do this
 │   ├── SignupDisabled
 │   ├── JobWeightNeedsStaff
@@ -75,16 +76,22 @@ class JobNotRetryable(Conflict):
     code = "job_not_retryable"
 
 
-class IdempotencyKeyReused(Conflict):
-    """The Idempotency-Key was first used with a different request."""
-
-    code = "idempotency_key_reused"
-
-
 class UsernameTaken(Conflict):
     """Another user has this username."""
 
     code = "username_taken"
+
+
+class Unprocessable(ServiceError):
+    """The request is well-formed, but cannot be applied as it was sent."""
+
+    code = "unprocessable"
+
+
+class IdempotencyKeyReused(Unprocessable):
+    """The Idempotency-Key was first used with a different request (the IETF draft's 422)."""
+
+    code = "idempotency_key_reused"
 
 
 class Forbidden(ServiceError):

@@ -99,6 +99,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every response carries the request's id, and every log line of it.
+    "jobsvc.api.middleware.RequestIdMiddleware",
     "jobsvc.metrics.MetricsMiddleware",
     "jobsvc.api.middleware.RequestSizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -293,6 +295,11 @@ HTTP_HANDLER_MAX_HOSTS_PER_REQUEST = env_int(
 HTTP_HANDLER_RESOLVE_BUDGET_SECONDS = env_float(
     "JOBSVC_HTTP_HANDLER_RESOLVE_BUDGET_SECONDS", 5.0, minimum=0.1
 )
+# Bytes of the receiver's answer (the http handler reads the body's first bytes) kept, as
+# text, in each attempt's history (GET /api/v1/me/jobs/ID/attempts). 0 keeps none.
+ATTEMPT_RESPONSE_EXCERPT_BYTES = env_int("JOBSVC_ATTEMPT_RESPONSE_EXCERPT_BYTES", 1024, minimum=0)
+if ATTEMPT_RESPONSE_EXCERPT_BYTES > 65536:
+    raise ConfigError("JOBSVC_ATTEMPT_RESPONSE_EXCERPT_BYTES must be at most 65536")
 # Topics the kafka handler may publish to at all; staff grant each user some of them
 # (User.kafka_topics). A system topic here (jobs, dead letters, __*) stops start-up.
 KAFKA_HANDLER_ALLOWED_TOPICS = env_list("JOBSVC_KAFKA_HANDLER_ALLOWED_TOPICS")
@@ -595,16 +602,19 @@ if LOG_FORMAT not in {"plain", "json"}:
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"worker_id": {"()": "jobsvc.logs.WorkerIdFilter"}},
+    "filters": {
+        "worker_id": {"()": "jobsvc.logs.WorkerIdFilter"},
+        "request_id": {"()": "jobsvc.logs.RequestIdFilter"},
+    },
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(worker_id)s] %(message)s"},
+        "plain": {"()": "jobsvc.logs.PlainFormatter"},
         "json": {"()": "jobsvc.logs.JsonFormatter"},
     },
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": LOG_FORMAT,
-            "filters": ["worker_id"],
+            "filters": ["worker_id", "request_id"],
         }
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},

@@ -10,30 +10,37 @@ Installed on its own (``pip install ./jobsvc_client``, the ``jobsvc-client``
 distribution), it brings the ``jobsvc`` command.
 """
 
-from jobsvc_client.client import Client, Page
+from jobsvc_client.client import AttemptPage, Client, JobFilter, Page
 from jobsvc_client.errors import (
     ApiError,
     AuthError,
     Conflict,
+    Forbidden,
     JobsvcError,
     NotFound,
     NotLoggedIn,
     TransportError,
     Unavailable,
+    Unprocessable,
     WaitTimeout,
 )
-from jobsvc_client.models import TERMINAL_STATUSES, Job, JobSpec, Token
+from jobsvc_client.models import TERMINAL_STATUSES, Account, Attempt, Job, JobSpec, Token
 
 # Released with the service: the same as jobsvc.__version__ (a unit test holds them equal).
 __version__ = "0.2.0"
 
 __all__ = [
     "TERMINAL_STATUSES",
+    "Account",
     "ApiError",
+    "Attempt",
+    "AttemptPage",
     "AuthError",
     "Client",
     "Conflict",
+    "Forbidden",
     "Job",
+    "JobFilter",
     "JobSpec",
     "JobsvcError",
     "NotFound",
@@ -42,5 +49,6 @@ __all__ = [
     "Token",
     "TransportError",
     "Unavailable",
+    "Unprocessable",
     "WaitTimeout",
 ]

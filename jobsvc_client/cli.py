@@ -1,13 +1,18 @@
 """``jobsvc`` (or ``python -m jobsvc_client``): the command line on the client.
 
     jobsvc --url http://127.0.0.1:8000 login --username alice
-    jobsvc jobs create --at +10s --message "Hello world"
+    jobsvc me
+    jobsvc jobs create --at +10s --message "Hello world" --priority 5
     jobsvc jobs list --status failed
+    jobsvc jobs attempts ID
+    jobsvc jobs retry-many --status failed --handler http
     jobsvc jobs wait ID
+    jobsvc logout
 
 ``login`` saves the API address and token in a file readable only by its owner
 (``$JOBSVC_TOKEN_FILE``, default ``~/.config/jobsvc/token.json``); every later command
-uses it and saves the token again when the client refreshes it. Exit status: 0 on
+uses it and saves the token again when the client refreshes it; ``logout`` revokes the
+token and deletes the file. Every operation of the API has a command. Exit status: 0 on
 success, 1 when the API refuses or a waited-for job did not succeed, 2 on bad usage.
 """
 
@@ -25,9 +30,9 @@ from itertools import islice
 from pathlib import Path
 
 from jobsvc_client import __version__
-from jobsvc_client.client import Client
-from jobsvc_client.errors import JobsvcError
-from jobsvc_client.models import Job, Token, parse_time
+from jobsvc_client.client import Client, JobFilter
+from jobsvc_client.errors import AuthError, JobsvcError
+from jobsvc_client.models import Attempt, Job, Token, parse_time
 from jobsvc_client.token_file import Session, default_path, session_load, session_save
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -75,16 +80,40 @@ def _parser() -> argparse.ArgumentParser:
     _password_arguments(login)
     login.set_defaults(run=_login)
 
-    jobs = commands.add_parser("jobs", help="create, read, cancel and wait for jobs")
+    logout = commands.add_parser("logout", help="revoke the saved token and delete it")
+    logout.set_defaults(run=_logout)
+
+    me = commands.add_parser("me", help="your account, limits and usage, as JSON")
+    me.set_defaults(run=_me)
+
+    secret = commands.add_parser(
+        "webhook-secret", help="the secret your webhooks are signed with, as JSON"
+    )
+    secret.add_argument(
+        "--rotate", action="store_true", help="replace it (the old one signs for a while too)"
+    )
+    secret.set_defaults(run=_webhook_secret)
+
+    password = commands.add_parser("password", help="change your password")
+    password.add_argument(
+        "--password-stdin",
+        action="store_true",
+        help="read the current and the new password from stdin, one per line (else "
+        "$JOBSVC_PASSWORD and $JOBSVC_NEW_PASSWORD, else prompts)",
+    )
+    password.set_defaults(run=_password_change)
+
+    jobs = commands.add_parser("jobs", help="create, read, change and wait for jobs")
     actions = jobs.add_subparsers(dest="action", required=True)
 
     create = actions.add_parser("create", help="schedule a job; prints it as JSON")
-    create.add_argument("--at", required=True, help="ISO 8601 with a zone, or +30s/+5m/+2h/+1d")
+    _when_arguments(create, required=True)
     create.add_argument("--message", required=True)
     create.add_argument("--handler")
     create.add_argument("--params", type=json.loads, help="handler_params as a JSON object")
     create.add_argument("--max-attempts", type=int)
     create.add_argument("--timeout", type=float, help="seconds per attempt")
+    create.add_argument("--priority", type=int, help="among your own due jobs, higher first")
     create.add_argument("--idempotency-key", help="default: a new random key")
     create.set_defaults(run=_create)
 
@@ -102,11 +131,61 @@ def _parser() -> argparse.ArgumentParser:
         action.add_argument("job_id")
         action.set_defaults(run=run)
 
+    attempts = actions.add_parser("attempts", help="a job's attempts, newest first")
+    attempts.add_argument("job_id")
+    attempts.add_argument("--json", action="store_true", help="one JSON object per line")
+    attempts.set_defaults(run=_attempts)
+
+    reschedule = actions.add_parser(
+        "reschedule", help="move a job not yet dispatched, and/or change its message"
+    )
+    reschedule.add_argument("job_id")
+    _when_arguments(reschedule, required=False)
+    reschedule.add_argument("--message")
+    reschedule.set_defaults(run=_reschedule)
+
+    retry = actions.add_parser("retry", help="give a failed job new attempts, due now")
+    retry.add_argument("job_id")
+    _extra_attempts_argument(retry)
+    retry.set_defaults(run=_retry)
+
+    for name, run, text in (
+        ("cancel-many", _cancel_many, "cancel your matching jobs that have not started"),
+        ("retry-many", _retry_many, "retry your matching failed jobs"),
+        ("redrive", _redrive, "staff: retry the matching failed jobs of every user"),
+    ):
+        action = actions.add_parser(name, help=text)
+        _filter_arguments(action)
+        if name != "cancel-many":
+            _extra_attempts_argument(action)
+        if name == "redrive":
+            action.add_argument("--user-id", type=int, help="only this user's jobs")
+        action.set_defaults(run=run)
+
     wait = actions.add_parser("wait", help="wait until a job finishes; exit 0 if it succeeded")
     wait.add_argument("job_id")
     wait.add_argument("--timeout", type=float, default=300.0, help="seconds (default 300)")
     wait.set_defaults(run=_wait)
     return parser
+
+
+def _when_arguments(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    when = parser.add_mutually_exclusive_group(required=required)
+    when.add_argument("--at", help="ISO 8601 with a zone, or +30s/+5m/+2h/+1d")
+    when.add_argument(
+        "--delay", type=float, help="seconds after the API receives the request, instead"
+    )
+
+
+def _extra_attempts_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--extra-attempts", type=int, help="default: the server's")
+
+
+def _filter_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--status", action="append", default=[], help="repeatable")
+    parser.add_argument("--from", dest="execute_at_from", help="execute_at from (inclusive)")
+    parser.add_argument("--to", dest="execute_at_to", help="execute_at before (exclusive)")
+    parser.add_argument("--handler")
 
 
 def _password_arguments(parser: argparse.ArgumentParser) -> None:
@@ -155,17 +234,118 @@ def _login(args: argparse.Namespace) -> int:
     return 0
 
 
+def _logout(args: argparse.Namespace) -> int:
+    path = _token_path(args)
+    try:
+        _client(args).logout()
+    except AuthError:
+        path.unlink(missing_ok=True)  # a token the API refuses is of no use either
+        print(f"the saved token was no longer valid; {path} deleted")
+        return 0
+    path.unlink(missing_ok=True)
+    print(f"logged out; {path} deleted")
+    return 0
+
+
+def _me(args: argparse.Namespace) -> int:
+    print(json.dumps(_client(args).me().to_json()))
+    return 0
+
+
+def _webhook_secret(args: argparse.Namespace) -> int:
+    client = _client(args)
+    secret = client.rotate_webhook_secret() if args.rotate else client.webhook_secret()
+    print(json.dumps(secret.to_json()))
+    return 0
+
+
+def _password_change(args: argparse.Namespace) -> int:
+    client = _client(args)
+    if args.password_stdin:
+        current = sys.stdin.readline().rstrip("\n")
+        new = sys.stdin.readline().rstrip("\n")
+    else:
+        current = os.environ.get("JOBSVC_PASSWORD") or getpass.getpass("Current password: ")
+        new = os.environ.get("JOBSVC_NEW_PASSWORD") or getpass.getpass("New password: ")
+    if not new:
+        raise UsageError("the new password is empty")
+    client.change_password(current_password=current, new_password=new)
+    print("password changed")
+    return 0
+
+
 def _create(args: argparse.Namespace) -> int:
     job = _client(args).create_job(
         message=args.message,
-        execute_at=_when(args.at),
+        execute_at=_when(args.at) if args.at is not None else None,
+        delay_seconds=args.delay,
         handler=args.handler,
         handler_params=args.params,
         max_attempts=args.max_attempts,
         timeout_seconds=args.timeout,
+        priority=args.priority,
         idempotency_key=args.idempotency_key,
     )
     print(json.dumps(job.to_json()))
+    return 0
+
+
+def _reschedule(args: argparse.Namespace) -> int:
+    if args.at is None and args.delay is None and args.message is None:
+        raise UsageError("give --at, --delay or --message")
+    job = _client(args).reschedule_job(
+        args.job_id,
+        execute_at=_when(args.at) if args.at is not None else None,
+        delay_seconds=args.delay,
+        message=args.message,
+    )
+    print(json.dumps(job.to_json()))
+    return 0
+
+
+def _retry(args: argparse.Namespace) -> int:
+    job = _client(args).retry_job(args.job_id, extra_attempts=args.extra_attempts)
+    print(json.dumps(job.to_json()))
+    return 0
+
+
+def _job_filter(args: argparse.Namespace) -> JobFilter:
+    job_filter = JobFilter(
+        status=[part for value in args.status for part in value.split(",") if part],
+        execute_at_from=_when(args.execute_at_from) if args.execute_at_from else None,
+        execute_at_to=_when(args.execute_at_to) if args.execute_at_to else None,
+        handler=args.handler,
+    )
+    if not job_filter.to_json():
+        raise UsageError("give at least one of --status, --from, --to, --handler")
+    return job_filter
+
+
+def _cancel_many(args: argparse.Namespace) -> int:
+    print(json.dumps({"cancelled": _client(args).cancel_jobs(_job_filter(args))}))
+    return 0
+
+
+def _retry_many(args: argparse.Namespace) -> int:
+    retried = _client(args).retry_jobs(_job_filter(args), extra_attempts=args.extra_attempts)
+    print(json.dumps({"retried": retried}))
+    return 0
+
+
+def _redrive(args: argparse.Namespace) -> int:
+    retried = _client(args).redrive_jobs(
+        _job_filter(args), user_id=args.user_id, extra_attempts=args.extra_attempts
+    )
+    print(json.dumps({"retried": retried}))
+    return 0
+
+
+def _attempts(args: argparse.Namespace) -> int:
+    for attempt in _client(args).iter_attempts(args.job_id):
+        if args.json:
+            print(json.dumps(attempt.to_json()))
+        else:
+            print(_attempt_line(attempt))
     return 0
 
 
@@ -207,6 +387,22 @@ def _when(text: str) -> datetime:
     if when is None or when.tzinfo is None:
         raise UsageError(f"--at {text!r}: needs a time zone, e.g. 2030-01-01T12:00:00Z")
     return when
+
+
+def _attempt_line(attempt: Attempt) -> str:
+    """attempt, outcome, started, seconds, HTTP status, error and excerpt (JSON strings)."""
+    duration = "" if attempt.duration_seconds is None else f"{attempt.duration_seconds:.3f}"
+    return "\t".join(
+        (
+            str(attempt.attempt),
+            attempt.outcome,
+            attempt.started_at.isoformat() if attempt.started_at else "",
+            duration,
+            "" if attempt.http_status is None else str(attempt.http_status),
+            json.dumps(attempt.error or ""),
+            json.dumps(attempt.response_excerpt or ""),
+        )
+    )
 
 
 def _line(job: Job) -> str:

@@ -1,9 +1,12 @@
 """A typed client of the jobsvc REST API (``/api/v1``), on the standard library only.
 
-``Client`` logs in, refreshes its token before it expires, and retries a request the API
-answered 429 or 503 (after the ``Retry-After`` it names) or could not be reached for, when
-the request is safe to send twice: reads, cancels, and creates (every create carries an
-``Idempotency-Key``, so a retried create returns the first result).
+It covers every operation of the API's OpenAPI schema (``OPERATIONS``;
+tests/client/test_schema_contract.py fails when the schema has one it lacks). ``Client``
+logs in, refreshes its token before it expires, and retries a request the API answered
+429 or 503 (after the ``Retry-After`` it names), or could not be reached for when the
+request is safe to send twice: reads, cancels, reschedules to a given time, and creates
+(every create carries an ``Idempotency-Key``, so a retried create returns the first
+result).
 """
 
 from __future__ import annotations
@@ -23,7 +26,16 @@ from jobsvc_client.errors import (
     WaitTimeout,
     api_error,
 )
-from jobsvc_client.models import Job, JobSpec, Token, format_time, parse_time
+from jobsvc_client.models import (
+    Account,
+    Attempt,
+    Job,
+    JobSpec,
+    Token,
+    WebhookSecret,
+    format_time,
+    parse_time,
+)
 from jobsvc_client.transport import Response, Transport, UrllibTransport
 
 API_PREFIX = "/api/v1"
@@ -36,23 +48,66 @@ WAIT_POLL_SECONDS = 0.5  # between reads of a job being waited for
 RETRYABLE_STATUSES = frozenset({429, 503})
 
 # Every operation the client uses: (method, path as the OpenAPI schema names it).
-# tests/client/test_schema_contract.py checks each against /api/v1/schema/.
+# tests/client/test_schema_contract.py checks each against /api/v1/schema/, and that the
+# schema has no operation missing here.
 OPERATIONS = {
     "sign_up": ("post", "/api/v1/users"),
     "login": ("post", "/api/v1/auth/login"),
     "refresh": ("post", "/api/v1/auth/refresh"),
+    "logout": ("post", "/api/v1/auth/logout"),
+    "me": ("get", "/api/v1/me"),
+    "password": ("post", "/api/v1/me/password"),
+    "webhook_secret": ("get", "/api/v1/me/webhook-secret"),
+    "webhook_secret_rotate": ("post", "/api/v1/me/webhook-secret/rotate"),
     "jobs_create": ("post", "/api/v1/me/jobs"),
     "jobs_list": ("get", "/api/v1/me/jobs"),
     "jobs_get": ("get", "/api/v1/me/jobs/{job_id}"),
+    "jobs_attempts": ("get", "/api/v1/me/jobs/{job_id}/attempts"),
     "jobs_cancel": ("post", "/api/v1/me/jobs/{job_id}/cancel"),
+    "jobs_reschedule": ("post", "/api/v1/me/jobs/{job_id}/reschedule"),
+    "jobs_retry": ("post", "/api/v1/me/jobs/{job_id}/retry"),
+    "jobs_cancel_many": ("post", "/api/v1/me/jobs/cancel"),
+    "jobs_retry_many": ("post", "/api/v1/me/jobs/retry"),
+    "jobs_redrive": ("post", "/api/v1/jobs/redrive"),
 }
 LIST_PARAMETERS = ("status", "execute_at_from", "execute_at_to", "cursor", "limit")
+PAGE_PARAMETERS = ("cursor", "limit")
 
 
 @dataclass(frozen=True)
 class Page:
     jobs: list[Job]
     next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class AttemptPage:
+    attempts: list[Attempt]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """Which jobs a bulk action applies to: at least one criterion (the API refuses none).
+
+    ``status`` empty: every status the action applies to."""
+
+    status: Sequence[str] = ()
+    execute_at_from: datetime | None = None  # inclusive
+    execute_at_to: datetime | None = None  # exclusive
+    handler: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {}
+        if self.status:
+            body["status"] = list(self.status)
+        if self.execute_at_from is not None:
+            body["execute_at_from"] = format_time(self.execute_at_from)
+        if self.execute_at_to is not None:
+            body["execute_at_to"] = format_time(self.execute_at_to)
+        if self.handler is not None:
+            body["handler"] = self.handler
+        return body
 
 
 class Client:
@@ -103,20 +158,58 @@ class Client:
         data = self._call("refresh", auth=False, headers=self._bearer())
         return self._took(data)
 
+    def logout(self) -> None:
+        """Revoke the token the client holds (the API answers 204); the client forgets it."""
+        if self.token is None:
+            raise NotLoggedIn("log in first")
+        self._call("logout", auth=False, headers=self._bearer(), retry_safe=False, empty=True)
+        self.token = None
+
+    def me(self) -> Account:
+        """Who the token belongs to: weight, limits, and unfinished jobs."""
+        return Account.from_json(self._call("me"))
+
+    def change_password(self, *, current_password: str, new_password: str) -> None:
+        body = {"current_password": current_password, "new_password": new_password}
+        self._call("password", body=body, retry_safe=False, empty=True)
+
+    def webhook_secret(self) -> WebhookSecret:
+        """The secret your http jobs' deliveries are signed with; a receiver verifies them
+        with it (Standard Webhooks)."""
+        return WebhookSecret.from_json(self._call("webhook_secret"))
+
+    def rotate_webhook_secret(self) -> WebhookSecret:
+        """Replace the signing secret; the old one signs too until ``previous_expires_at``,
+        so receivers can switch over without refusing a delivery."""
+        return WebhookSecret.from_json(self._call("webhook_secret_rotate", retry_safe=False))
+
     # --- jobs ------------------------------------------------------------------------------
 
     def create_job(
         self,
         *,
         message: str,
-        execute_at: datetime,
+        execute_at: datetime | None = None,
+        delay_seconds: float | None = None,
         handler: str | None = None,
         handler_params: dict[str, Any] | None = None,
         max_attempts: int | None = None,
         timeout_seconds: float | None = None,
+        priority: int | None = None,
         idempotency_key: str | None = None,
     ) -> Job:
-        spec = JobSpec(message, execute_at, handler, handler_params, max_attempts, timeout_seconds)
+        """Schedule a job at ``execute_at``, or ``delay_seconds`` from when the API receives
+        it (exactly one)."""
+        spec = JobSpec(
+            message,
+            execute_at,
+            handler,
+            handler_params,
+            max_attempts,
+            timeout_seconds,
+            priority=priority,
+            delay_seconds=delay_seconds,
+        )
         data = self._call("jobs_create", body=spec.to_json(), headers=_idempotency(idempotency_key))
         return Job.from_json(data)
 
@@ -133,6 +226,80 @@ class Client:
 
     def cancel_job(self, job_id: str) -> Job:
         return Job.from_json(self._call("jobs_cancel", job_id=job_id))
+
+    def reschedule_job(
+        self,
+        job_id: str,
+        *,
+        execute_at: datetime | None = None,
+        delay_seconds: float | None = None,
+        message: str | None = None,
+    ) -> Job:
+        """Move a job that has not been dispatched, and/or give it a new message (a
+        ``Conflict`` once it is queued, running or finished)."""
+        body: dict[str, Any] = {}
+        if execute_at is not None:
+            body["execute_at"] = format_time(execute_at)
+        if delay_seconds is not None:
+            body["delay_seconds"] = delay_seconds
+        if message is not None:
+            body["message"] = message
+        # "In N seconds" moves again if sent twice; a given time does not.
+        data = self._call(
+            "jobs_reschedule", job_id=job_id, body=body, retry_safe=delay_seconds is None
+        )
+        return Job.from_json(data)
+
+    def retry_job(self, job_id: str, *, extra_attempts: int | None = None) -> Job:
+        """Give a failed job new attempts, due now (a ``Conflict`` unless it failed)."""
+        body = {} if extra_attempts is None else {"extra_attempts": extra_attempts}
+        return Job.from_json(self._call("jobs_retry", job_id=job_id, body=body, retry_safe=False))
+
+    def cancel_jobs(self, job_filter: JobFilter) -> int:
+        """Cancel every job of the caller that matches and has not started; how many."""
+        data = self._call("jobs_cancel_many", body=job_filter.to_json())
+        return int(data["cancelled"])
+
+    def retry_jobs(self, job_filter: JobFilter, *, extra_attempts: int | None = None) -> int:
+        """Retry every failed job of the caller that matches; how many are scheduled again."""
+        body = _with_extra_attempts(job_filter.to_json(), extra_attempts)
+        return int(self._call("jobs_retry_many", body=body, retry_safe=False)["retried"])
+
+    def redrive_jobs(
+        self,
+        job_filter: JobFilter,
+        *,
+        user_id: int | None = None,
+        extra_attempts: int | None = None,
+    ) -> int:
+        """Staff only: retry the failed jobs of every user (or ``user_id``) that match."""
+        body = _with_extra_attempts(job_filter.to_json(), extra_attempts)
+        if user_id is not None:
+            body["user_id"] = user_id
+        return int(self._call("jobs_redrive", body=body, retry_safe=False)["retried"])
+
+    def attempts_page(
+        self, job_id: str, *, cursor: str | None = None, limit: int | None = None
+    ) -> AttemptPage:
+        """One page of the job's attempts, newest first."""
+        query: dict[str, str] = {}
+        if cursor is not None:
+            query["cursor"] = cursor
+        if limit is not None:
+            query["limit"] = str(limit)
+        body = self._call("jobs_attempts", job_id=job_id, query=query, envelope=True)
+        attempts = [Attempt.from_json(item) for item in body["data"]]
+        return AttemptPage(attempts, (body.get("pagination") or {}).get("next_cursor"))
+
+    def iter_attempts(self, job_id: str, *, page_size: int | None = None) -> Iterator[Attempt]:
+        """Every attempt of the job, newest first, a page at a time."""
+        cursor = None
+        while True:
+            page = self.attempts_page(job_id, cursor=cursor, limit=page_size)
+            yield from page.attempts
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
 
     def list_page(
         self,
@@ -225,6 +392,7 @@ class Client:
         auth: bool = True,
         retry_safe: bool = True,
         envelope: bool = False,
+        empty: bool = False,  # the operation answers 204 with no body
     ) -> Any:
         method, path = OPERATIONS[operation]
         if job_id is not None:
@@ -251,16 +419,18 @@ class Client:
             if response.status in RETRYABLE_STATUSES and not last:
                 self._sleep(self._backoff(attempt, response))
                 continue
-            return self._result(response, envelope=envelope)
+            return self._result(response, envelope=envelope, empty=empty)
         raise AssertionError("unreachable")  # the last attempt returns or raises
 
-    def _result(self, response: Response, *, envelope: bool) -> Any:
+    def _result(self, response: Response, *, envelope: bool, empty: bool = False) -> Any:
         try:
             parsed = json.loads(response.body) if response.body else None
         except ValueError:
             parsed = None
         if response.status >= 400:
             raise api_error(response.status, parsed)
+        if empty:
+            return None
         if not isinstance(parsed, dict) or "data" not in parsed:
             raise api_error(
                 response.status,
@@ -279,6 +449,10 @@ class Client:
         if retry_after is not None and retry_after.strip().isdigit():
             delay = max(delay, float(retry_after.strip()))
         return min(delay, RETRY_MAX_DELAY_SECONDS)
+
+
+def _with_extra_attempts(body: dict[str, Any], extra_attempts: int | None) -> dict[str, Any]:
+    return body if extra_attempts is None else {**body, "extra_attempts": extra_attempts}
 
 
 def _idempotency(key: str | None) -> dict[str, str]:

@@ -4,8 +4,10 @@ JobsvcError
 ├── TransportError        the API could not be reached (connection refused, timeout)
 ├── ApiError              the API answered an error envelope (status, code, message)
 │   ├── AuthError         401: no token, an expired one, or wrong credentials
+│   ├── Forbidden         403: e.g. a staff-only operation
 │   ├── NotFound          404: no such job (or another user's)
-│   ├── Conflict          409: e.g. cancelling a running job, a reused Idempotency-Key
+│   ├── Conflict          409: e.g. cancelling a running job
+│   ├── Unprocessable     422: an Idempotency-Key reused with another request
 │   └── Unavailable       429 or 503 after every retry
 ├── NotLoggedIn           the client holds no token; log in first
 └── WaitTimeout           a job did not finish within the time given to ``wait``
@@ -41,12 +43,21 @@ class AuthError(ApiError):
     """401: the request carried no valid token, or the credentials were wrong."""
 
 
+class Forbidden(ApiError):
+    """403: the caller may not do this (a staff-only operation, sign-up turned off)."""
+
+
 class NotFound(ApiError):
     """404: the job does not exist or belongs to another user."""
 
 
 class Conflict(ApiError):
-    """409: the request conflicts with the job's state or an earlier Idempotency-Key."""
+    """409: the request conflicts with the job's state (or a taken username)."""
+
+
+class Unprocessable(ApiError):
+    """422: the request cannot be applied as sent: an Idempotency-Key first used with
+    another request."""
 
 
 class Unavailable(ApiError):
@@ -63,8 +74,10 @@ class WaitTimeout(JobsvcError):
 
 _ERROR_OF_STATUS: dict[int, type[ApiError]] = {
     401: AuthError,
+    403: Forbidden,
     404: NotFound,
     409: Conflict,
+    422: Unprocessable,
     429: Unavailable,
     503: Unavailable,
 }

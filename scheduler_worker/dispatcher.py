@@ -150,6 +150,7 @@ class ShardDispatcher:
             self.on_fenced(self)
         finally:
             self.rounds.forget()
+            self._sweeper.forget()
             metrics.SHARD_FAILING.labels(self._shard_label).set(0)
             connections.close_all()  # this thread's: the shard's and the control database's
 

@@ -24,6 +24,11 @@ DISPATCH_ROUND = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )
 DUE_BACKLOG = Gauge("jobsvc_due_backlog_jobs", "Due jobs waiting in the shard", ["shard"])
+OLDEST_DUE_AGE = Gauge(
+    "jobsvc_oldest_due_job_age_seconds",
+    "Queue lag: seconds the oldest due, unstarted job of the shard has waited since due",
+    ["shard"],
+)
 IN_FLIGHT = Gauge("jobsvc_in_flight_jobs", "Jobs published but not finished", ["shard"])
 SHARD_OWNED = Gauge("jobsvc_shard_owned", "1 while this worker owns the shard", ["shard"])
 SHARDS_CONFIGURED = Gauge("jobsvc_shards_configured", "Shards in the pool")

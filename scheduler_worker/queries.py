@@ -15,6 +15,7 @@ from jobsvc.jobs.lifecycle import (
     SCHEDULED,
     append_attempt_error,
 )
+from jobsvc.jobs.models import AttemptOutcome
 from jobsvc.jobs.priorities import PRIORITY_MAX, PRIORITY_MIN
 
 ACQUIRE_LEASE = """
@@ -40,6 +41,33 @@ RECORD_ROUND = """
 COUNT_DUE = f"""
     SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = {SCHEDULED} AND due_at <= now()
                            LIMIT 1000000) AS due
+"""
+
+# Queue lag: seconds since the due time of the oldest job that is due and not started, 0
+# when none is. Scheduled jobs: the earliest due of each (user, priority), by the loose
+# index scan of DUE_USERS (one probe per pair, however many jobs are due). Published jobs
+# waiting for an executor: the first queued entry of the in-flight index, in lease order,
+# which is the order in which they became both due and published (CLAIM_FOR_DISPATCH sets
+# the lease to that moment plus a fixed timeout); its due time stands for theirs.
+OLDEST_DUE_AGE = f"""
+    WITH RECURSIVE heads AS (
+        (SELECT user_id, priority, due_at FROM jobs
+          WHERE status = {SCHEDULED}
+          ORDER BY user_id, priority, due_at, id LIMIT 1)
+        UNION ALL
+        SELECT next.user_id, next.priority, next.due_at
+          FROM heads,
+       LATERAL (SELECT user_id, priority, due_at FROM jobs
+                 WHERE status = {SCHEDULED}
+                   AND (user_id, priority) > (heads.user_id, heads.priority)
+                 ORDER BY user_id, priority, due_at, id LIMIT 1) AS next
+    )
+    SELECT coalesce(greatest(0, extract(epoch FROM now() - min(due_at))), 0)::float8
+      FROM (SELECT min(due_at) AS due_at FROM heads
+            UNION ALL
+            (SELECT due_at FROM jobs WHERE status = {QUEUED} ORDER BY lease_expires_at LIMIT 1)
+           ) AS oldest
+     WHERE due_at <= now()
 """
 
 # Published, unfinished jobs per user: the partial in-flight index keeps it to those rows.
@@ -138,6 +166,7 @@ SWEEP_UNCLAIMED = f"""
 # A running job whose executor died (its lease expired): that attempt is over. With
 # attempts left, the job is due again at once; otherwise it fails (ABANDONED_EXHAUSTED
 # finds those, the dead-letter message is published, then FAIL_ABANDONED records it).
+# Both return the attempts they end, for their history rows (RECORD_LOST_ATTEMPTS).
 LOST_ATTEMPT_ERROR = "the executor running this attempt stopped responding"
 _APPEND_LOST_ATTEMPT_ERROR = append_attempt_error(attempt="jobs.attempts", error="%(error)s::text")
 
@@ -147,19 +176,28 @@ SWEEP_ABANDONED = f"""
            last_error = %(error)s,
            {_APPEND_LOST_ATTEMPT_ERROR}
      WHERE status = {RUNNING} AND lease_expires_at < now() AND attempts < max_attempts
+ RETURNING id, attempts, started_at
 """
 
-# Finished jobs past the retention time, oldest first, a batch at a time. Picked rows are
-# deleted by ctid, as CLAIM_FOR_DISPATCH updates them: a TID scan whatever the planner's
-# estimates. Finished jobs do not change, and a row that did has a new ctid and is kept.
+# Finished jobs past the retention time, oldest first, a batch at a time, and their
+# attempt history with them; returns how many jobs went. Picked rows are deleted by ctid,
+# as CLAIM_FOR_DISPATCH updates them: a TID scan whatever the planner's estimates.
+# Finished jobs do not change, and a row that did has a new ctid and is kept. Their
+# attempts are found through jobs_attempt's primary key, which leads with job_id.
 PURGE_FINISHED_JOBS = f"""
-    DELETE FROM jobs
-     WHERE ctid = ANY(ARRAY(
-               SELECT ctid FROM jobs
-                WHERE status IN {FINISHED}
-                  AND finished_at < %(finished_before)s
-                ORDER BY finished_at
-                LIMIT %(limit)s))
+    WITH purged AS (
+        DELETE FROM jobs
+         WHERE ctid = ANY(ARRAY(
+                   SELECT ctid FROM jobs
+                    WHERE status IN {FINISHED}
+                      AND finished_at < %(finished_before)s
+                    ORDER BY finished_at
+                    LIMIT %(limit)s))
+        RETURNING id
+    ), history AS (
+        DELETE FROM jobs_attempt WHERE job_id = ANY(ARRAY(SELECT id FROM purged))
+    )
+    SELECT count(*) FROM purged
 """
 
 # Idempotency-Keys past their TTL, oldest first, a batch at a time. The outer age check
@@ -200,4 +238,16 @@ FAIL_ABANDONED = f"""
            last_error = %(error)s,
            {_APPEND_LOST_ATTEMPT_ERROR}
      WHERE id = ANY(%(job_ids)s) AND status = {RUNNING} AND lease_expires_at < now()
+ RETURNING id, attempts, started_at
+"""
+
+# The attempts SWEEP_ABANDONED or FAIL_ABANDONED ended, as lost, in the attempt history
+# (jobs_attempt); in the same transaction. An attempt with a row already keeps it.
+RECORD_LOST_ATTEMPTS = f"""
+    INSERT INTO jobs_attempt (job_id, attempt, started_at, finished_at, outcome, error)
+    SELECT d.job_id, d.attempt, coalesce(d.started_at, now()), now(),
+           '{AttemptOutcome.LOST.value}', %(error)s
+      FROM unnest(%(job_ids)s::text[], %(attempts)s::int[], %(started)s::timestamptz[])
+           AS d(job_id, attempt, started_at)
+        ON CONFLICT (job_id, attempt) DO NOTHING
 """

@@ -89,6 +89,12 @@ class ShardStore:
             cursor.execute(queries.COUNT_IN_FLIGHT_BY_USER)
             return dict(cursor.fetchall())
 
+    def oldest_due_age(self) -> float:
+        """Seconds the oldest due, unstarted job has waited since due (0: none is due)."""
+        with self._cursor() as cursor:
+            cursor.execute(queries.OLDEST_DUE_AGE)
+            return cursor.fetchone()[0]
+
     def due_backlog(self) -> int:
         with self._cursor() as cursor:
             cursor.execute(queries.COUNT_DUE)
@@ -131,7 +137,8 @@ class ShardStore:
             cursor.execute(queries.SWEEP_UNCLAIMED)
             unclaimed = cursor.rowcount
             cursor.execute(queries.SWEEP_ABANDONED, {"error": queries.LOST_ATTEMPT_ERROR})
-            return SweepResult(unclaimed=unclaimed, abandoned=cursor.rowcount)
+            abandoned = _record_lost(cursor, cursor.fetchall())
+            return SweepResult(unclaimed=unclaimed, abandoned=abandoned)
 
     def purge_finished_jobs(self, *, finished_before: datetime, limit: int) -> int:
         """Delete up to ``limit`` jobs that finished before ``finished_before``, oldest first.
@@ -142,7 +149,7 @@ class ShardStore:
             cursor.execute(
                 queries.PURGE_FINISHED_JOBS, {"finished_before": finished_before, "limit": limit}
             )
-            return cursor.rowcount
+            return cursor.fetchone()[0]
 
     def purge_expired_idempotency_keys(self, *, expired_at: datetime, limit: int) -> int:
         """Delete up to ``limit`` Idempotency-Keys recorded at or before ``expired_at``.
@@ -202,7 +209,7 @@ class ShardStore:
                 queries.FAIL_ABANDONED,
                 {"job_ids": [job.job_id for job in jobs], "error": queries.LOST_ATTEMPT_ERROR},
             )
-            return cursor.rowcount
+            return _record_lost(cursor, cursor.fetchall())
 
     def close(self) -> None:
         connections[self.alias].close()
@@ -228,3 +235,18 @@ class ShardStore:
         current = None if row is None else row[0]
         if current != epoch:
             raise ShardFenced(f"shard {self.shard_id}: epoch is {current}, ours is {epoch}")
+
+
+def _record_lost(cursor, ended: list[tuple[str, int, datetime | None]]) -> int:
+    """Write the history rows of attempts the sweeper ended as lost; how many it ended."""
+    if ended:
+        cursor.execute(
+            queries.RECORD_LOST_ATTEMPTS,
+            {
+                "job_ids": [job_id for job_id, _, _ in ended],
+                "attempts": [attempt for _, attempt, _ in ended],
+                "started": [started for _, _, started in ended],
+                "error": queries.LOST_ATTEMPT_ERROR,
+            },
+        )
+    return len(ended)

@@ -3,7 +3,8 @@
 The shard's dispatcher runs a sweep on its own thread before a round, every
 ``sweep_interval`` seconds, under its lease epoch. One sweep (``ShardSweeper.sweep``):
 
-1. makes due again queued jobs whose lease expired (their message was lost or nobody
+1. sets the shard's queue lag gauge (the oldest due, unstarted job's age), then makes due
+   again queued jobs whose lease expired (their message was lost or nobody
    claimed it: "unclaimed") and running jobs whose executor's lease expired while
    attempts remain ("abandoned": the executor died, paused or was cut off; it renews the
    leases of what it runs);
@@ -24,11 +25,13 @@ Every ``MAINTENANCE_INTERVAL`` seconds a sweep also:
 Steps 1 and 2 are fenced by the epoch, like the dispatcher's writes; the purges are not (a
 row past its time is gone whoever deletes it), nor is step 4 (any two sweeps reach the
 same decision: the coordinator's row decides). A sweep that raises stays due, so the
-dispatcher's next round tries it again.
+dispatcher's next round tries it again. When the dispatcher lets the shard go, ``forget``
+drops the shard's gauges, so that only the owner reports them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 
@@ -79,6 +82,8 @@ class ShardSweeper:
         return self.clock() >= self._next_sweep
 
     def sweep(self, *, epoch: int) -> None:
+        queue_lag = self.store.oldest_due_age()  # one index probe per user: every sweep
+        metrics.OLDEST_DUE_AGE.labels(str(self.store.shard_id)).set(queue_lag)
         result = self.store.sweep(epoch=epoch)
         failed = self.store.fail_abandoned(
             epoch=epoch,
@@ -129,6 +134,14 @@ class ShardSweeper:
         metrics.IDEMPOTENCY_KEYS_PURGED.inc(purged_keys)
         metrics.JOBS_PURGED.inc(purged_jobs)
         metrics.BULK_TRANSACTIONS_RESOLVED.inc(resolved)
+
+    def forget(self) -> None:
+        """Drop the shard's gauges (its next owner reports them): a stale value of a
+        previous owner would keep an alert firing for a shard that recovered."""
+        shard_label = str(self.store.shard_id)
+        for gauge in (metrics.DUE_BACKLOG, metrics.OLDEST_DUE_AGE):
+            with contextlib.suppress(KeyError):  # never set: no sweep ran
+                gauge.remove(shard_label)
 
     def _dead_letter(self, jobs: list[AbandonedJob]) -> bool:
         """Publish the jobs' dead letters; True once the broker acknowledged them all."""

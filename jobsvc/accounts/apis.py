@@ -24,6 +24,7 @@ from jobsvc.accounts.throttles import (
 from jobsvc.accounts.tokens import TokenRejected, token_issue, token_refresh, token_revoke
 from jobsvc.api.envelope import ErrorOutput, enveloped, ok
 from jobsvc.api.errors import error_body
+from jobsvc.jobs.limits import user_usage
 from jobsvc.rate_limits import rate_limit_headers
 
 _ERRORS = {code: OpenApiResponse(ErrorOutput) for code in (400, 401, 403, 503)}
@@ -185,3 +186,14 @@ class PasswordChangeApi(RateLimited, APIView):
             user_id=request.user.pk, request=request._request, **data.validated_data
         )
         return Response(status=204)
+
+
+class MeApi(APIView):
+    """The caller's account: id, username, weight, limits and usage."""
+
+    @extend_schema(
+        operation_id="me_get",
+        responses={200: enveloped("Me", s.MeOutput()), **_ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        return ok(s.me_to_dict(request.user, user_usage(user=request.user)))

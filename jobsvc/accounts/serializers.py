@@ -16,6 +16,7 @@ from rest_framework import serializers
 from jobsvc.accounts.models import DEFAULT_JOB_WEIGHT, User
 from jobsvc.accounts.weights import job_weight_problem
 from jobsvc.api.known_fields import KnownFieldsOnly
+from jobsvc.jobs.limits import UserUsage
 
 USERNAME_MAX_LENGTH = 150  # User.username's column
 PASSWORD_MIN_LENGTH = 8  # Django's MinimumLengthValidator default, as settings use it
@@ -155,3 +156,66 @@ class TokenOutput(serializers.Serializer):
 
 class LoginOutput(TokenOutput):
     user = UserOutput()
+
+
+def me_to_dict(user: User, usage: UserUsage) -> dict[str, Any]:
+    """The caller's account: who they are, their limits (null: none) and their usage."""
+    limits = usage.limits
+    return {
+        **user_to_dict(user),
+        "is_staff": user.is_staff,
+        "limits": {
+            "max_unfinished_jobs": limits.max_unfinished or None,
+            "create_rate_per_second": limits.create_rate or None,
+            "create_burst_jobs": usage.create_burst or None,
+            "max_stored_bytes": limits.max_stored_bytes or None,
+        },
+        "usage": {
+            "unfinished_jobs": usage.unfinished,
+            "unfinished_jobs_exact": usage.unfinished_exact,
+            "stored_bytes": usage.stored_bytes,
+        },
+    }
+
+
+class LimitsOutput(serializers.Serializer):
+    max_unfinished_jobs = serializers.IntegerField(
+        allow_null=True,
+        help_text="Scheduled, queued and running jobs you may have at once; null: no limit.",
+    )
+    create_rate_per_second = serializers.FloatField(
+        allow_null=True,
+        help_text="Jobs you may create per second, in each API process; null: no limit.",
+    )
+    create_burst_jobs = serializers.IntegerField(
+        allow_null=True,
+        help_text="Jobs you may create at once at that rate (the bucket's size); null: no "
+        "rate limit.",
+    )
+    max_stored_bytes = serializers.IntegerField(
+        allow_null=True,
+        help_text="Bytes of messages and handler parameters your unfinished jobs may hold; "
+        "null: no limit.",
+    )
+
+
+class UsageOutput(serializers.Serializer):
+    unfinished_jobs = serializers.IntegerField(
+        help_text="Your scheduled, queued and running jobs, as the API process that answered "
+        "counted them (it reuses a count for a few seconds and adds what it created since)."
+    )
+    unfinished_jobs_exact = serializers.BooleanField(
+        help_text="False when counting stopped: past your limit, or at 1,000,000 per shard "
+        "without one."
+    )
+    stored_bytes = serializers.IntegerField(
+        allow_null=True,
+        help_text="Bytes your unfinished jobs hold, counted like unfinished_jobs; null when "
+        "stored bytes are not limited (then not counted).",
+    )
+
+
+class MeOutput(UserOutput):
+    is_staff = serializers.BooleanField()
+    limits = LimitsOutput()
+    usage = UsageOutput()

@@ -23,6 +23,7 @@ logger = logging.getLogger(__name__)
 _STATUS_OF_SERVICE_ERROR: tuple[tuple[type[errors.ServiceError], int], ...] = (
     (errors.NotFound, 404),
     (errors.Conflict, 409),
+    (errors.Unprocessable, 422),
     (errors.Forbidden, 403),
     (errors.InvalidInput, 400),
     (errors.TooManyRequests, 429),

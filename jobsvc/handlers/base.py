@@ -5,9 +5,11 @@ A handler is an object with two methods:
 - ``validate_params(params) -> dict``: called by the API when a job is created (and by the
   handler itself before each run); returns the parameters to store, or raises
   ``InvalidHandlerParams`` naming the bad parameter.
-- ``handle(job: JobContext) -> None``: runs one attempt. Returning means success.
-  Raising ``RetryableError`` means "try again later", ``PermanentError`` means "never
-  retry"; any other exception counts as retryable (see ``errors``).
+- ``handle(job: JobContext) -> HandlerResult | None``: runs one attempt. Returning means
+  success. Raising ``RetryableError`` means "try again later", ``PermanentError`` means
+  "never retry"; any other exception counts as retryable (see ``errors``). A handler that
+  calls another system may say what it answered, for the attempt's history: it returns a
+  ``HandlerResult``, or raises an error that carries one (``result=``).
 
 Optionally ``check_owner(params, *, user_id) -> None``: called by the API after
 ``validate_params`` with the job's owner, to refuse (``InvalidHandlerParams``) what only
@@ -46,6 +48,7 @@ from jobsvc.handlers.errors import (
 __all__ = [
     "Handler",
     "HandlerError",
+    "HandlerResult",
     "HandlerTimeout",
     "InvalidHandlerParams",
     "JobContext",
@@ -82,8 +85,19 @@ class JobContext:
         return max(0.0, self.deadline - clock())
 
 
+@dataclass(frozen=True)
+class HandlerResult:
+    """What the system a handler called answered, kept in the attempt's history.
+
+    The executor keeps at most JOBSVC_ATTEMPT_RESPONSE_EXCERPT_BYTES of the excerpt.
+    """
+
+    http_status: int | None = None
+    response_excerpt: str | None = None  # the first bytes of the answer's body, as text
+
+
 @runtime_checkable
 class Handler(Protocol):
     def validate_params(self, params: Any) -> dict[str, Any]: ...
 
-    def handle(self, job: JobContext) -> None: ...
+    def handle(self, job: JobContext) -> HandlerResult | None: ...

@@ -16,13 +16,22 @@ executor may not know a handler yet that another already runs.
 
 ``InvalidHandlerParams`` and ``UnknownHandler`` carry the request ``field`` they concern
 (``handler_params`` or ``handler``), so the API can report them per field.
+``RetryableError`` and ``PermanentError`` may carry the ``HandlerResult`` of the call
+that failed (``result``), which the attempt's history keeps.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jobsvc.handlers.base import HandlerResult
+
 
 class HandlerError(Exception):
     """Root of the errors handlers and the handler registry raise."""
+
+    result: HandlerResult | None = None  # what the called system answered, if anything
 
 
 class RetryableError(HandlerError):
@@ -32,9 +41,16 @@ class RetryableError(HandlerError):
     ``Retry-After``), is a lower bound the executor may apply to its backoff.
     """
 
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        result: HandlerResult | None = None,
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.result = result
 
 
 class HandlerTimeout(RetryableError):
@@ -43,6 +59,10 @@ class HandlerTimeout(RetryableError):
 
 class PermanentError(HandlerError):
     """The job can never succeed as it stands; retrying would only repeat the failure."""
+
+    def __init__(self, message: str, *, result: HandlerResult | None = None) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 class InvalidHandlerParams(PermanentError, ValueError):

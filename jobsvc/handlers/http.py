@@ -29,8 +29,12 @@ The outcome, by answer:
 
 The error of an answer that is not 2xx carries its status and an excerpt of its body (at
 most MAX_BODY_EXCERPT_BYTES, decoded as UTF-8 with control characters removed), so the
-job's ``last_error`` and ``attempt_errors`` say why the receiver refused; not where
-private addresses are allowed, where it would let a job's owner read internal servers.
+job's ``last_error`` and ``attempt_errors`` say why the receiver refused. Every answer's
+status and the first ``response_excerpt_bytes`` of its body (decoded as UTF-8, control
+characters but line breaks and tabs removed) are reported as the attempt's
+``HandlerResult``, returned on success and carried by the error otherwise, for the
+attempt's history. Neither excerpt is kept where private addresses are allowed, where it
+would let a job's owner read internal servers.
 
 Where a request may go. URLs come from users, and the executor runs inside the network,
 so a URL must pass these checks when the job is created (``validate_params``) and again
@@ -64,6 +68,7 @@ The handler holds no per-request state: one instance serves every executor threa
 
 from __future__ import annotations
 
+import codecs
 import http.client
 import json
 import re
@@ -72,7 +77,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from jobsvc.handlers import http_transport, signing
-from jobsvc.handlers.base import JobContext
+from jobsvc.handlers.base import HandlerResult, JobContext
 from jobsvc.handlers.errors import (
     HandlerConfigError,
     HandlerTimeout,
@@ -96,6 +101,7 @@ METHODS = ("POST", "PUT", "PATCH")
 MAX_HEADERS = 20  # custom headers per job
 MAX_HEADER_VALUE_LENGTH = 2048  # characters
 MAX_BODY_EXCERPT_BYTES = 512  # of a failed answer's body, kept in the attempt's error
+DEFAULT_RESPONSE_EXCERPT_BYTES = 1024  # of every answer's body, reported for its history
 # Set by the handler (the body, its signature, the attempt's key), owned by HTTP's
 # framing, or hop-by-hop (RFC 9110 7.6.1): a job may not set these.
 RESERVED_HEADERS = frozenset(
@@ -138,6 +144,7 @@ class HttpHandler:
         allowed_hosts: Sequence[str],
         allow_private_addresses: bool = False,
         max_timeout: float = DEFAULT_MAX_TIMEOUT,
+        response_excerpt_bytes: int = DEFAULT_RESPONSE_EXCERPT_BYTES,
         ca_file: str | None = None,  # PEM bundle to trust instead of the system's CAs
         # Keep an excerpt of a refusing answer's body in the job's error; None: unless
         # private addresses are allowed (internal servers' answers stay unread).
@@ -149,6 +156,11 @@ class HttpHandler:
         self._signing_secrets = signing_secrets
         if not max_timeout > 0:
             raise HandlerConfigError(f"max_timeout must be > 0 seconds, got {max_timeout}")
+        if not isinstance(response_excerpt_bytes, int) or response_excerpt_bytes < 0:
+            raise HandlerConfigError(
+                f"response_excerpt_bytes must be a whole number >= 0, got {response_excerpt_bytes}"
+            )
+        self._excerpt_bytes = response_excerpt_bytes
         self._allowed_hosts = HostAllowList(allowed_hosts)
         self._allow_private = allow_private_addresses
         self._answer_excerpts = (
@@ -180,7 +192,7 @@ class HttpHandler:
             stored["headers"] = _custom_headers(params["headers"])
         return stored
 
-    def handle(self, job: JobContext) -> None:
+    def handle(self, job: JobContext) -> HandlerResult:
         target = self._target(job.params)
         deadline = min(job.deadline, self._clock() + self._max_timeout)
         try:
@@ -215,7 +227,7 @@ class HttpHandler:
                 tls=self._tls,
                 clock=self._clock,
                 method=method,
-                excerpt_bytes=MAX_BODY_EXCERPT_BYTES,
+                excerpt_bytes=max(MAX_BODY_EXCERPT_BYTES, self._excerpt_bytes),
             )
         except TimeoutError as exc:
             raise HandlerTimeout(f"{target.display}: no answer in time") from exc
@@ -223,7 +235,10 @@ class HttpHandler:
             raise RetryableError(f"{target.display}: {_reason(exc)}") from exc
         # Where private addresses are allowed (tests, development), what an internal
         # server answered is not handed to the job's owner.
-        _judge(target, answer, excerpt=self._answer_excerpts)
+        excerpt = answer.body_excerpt[: self._excerpt_bytes] if self._answer_excerpts else b""
+        result = HandlerResult(http_status=answer.status, response_excerpt=_text(excerpt) or None)
+        _judge(target, answer, result, excerpt=self._answer_excerpts)
+        return result
 
     def _headers(self, job: JobContext, body: bytes) -> dict[str, str]:
         signed = signing.headers(
@@ -308,18 +323,28 @@ def _custom_headers(value: Any) -> dict[str, str]:
     return dict(value)
 
 
-def _judge(target: Target, answer: http_transport.Answer, *, excerpt: bool) -> None:
+def _judge(
+    target: Target, answer: http_transport.Answer, result: HandlerResult, *, excerpt: bool
+) -> None:
     if 200 <= answer.status < 300:
         return
     message = f"{target.display} answered {answer.status} {answer.reason}".rstrip()
-    excerpt = _printable(answer.body_excerpt) if excerpt else ""
+    excerpt = _printable(answer.body_excerpt[:MAX_BODY_EXCERPT_BYTES]) if excerpt else ""
     if excerpt:
         message = f"{message}: {excerpt}"
     if answer.status == 429 or 500 <= answer.status < 600:
-        raise RetryableError(message, retry_after=_seconds(answer.retry_after))
+        raise RetryableError(message, retry_after=_seconds(answer.retry_after), result=result)
     if 300 <= answer.status < 400:
-        raise PermanentError(f"{message}; redirects are not followed")
-    raise PermanentError(message)
+        raise PermanentError(f"{message}; redirects are not followed", result=result)
+    raise PermanentError(message, result=result)
+
+
+def _text(excerpt: bytes) -> str:
+    """A body excerpt as text for the attempt's history: undecodable bytes replaced, a
+    character the read cut in half at the end left out, control characters but line
+    breaks and tabs dropped."""
+    text = codecs.getincrementaldecoder("utf-8")("replace").decode(excerpt, final=False)
+    return "".join(char for char in text if char.isprintable() or char in "\n\t")
 
 
 def _printable(excerpt: bytes) -> str:

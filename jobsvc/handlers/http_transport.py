@@ -31,7 +31,7 @@ class Answer:
     status: int
     reason: str
     retry_after: str | None  # the Retry-After header, as sent
-    # The first bytes of the body of an answer that is not 2xx (a 2xx body is not read).
+    # The first bytes of the answer's body (at most ``excerpt_bytes`` of ``post``).
     body_excerpt: bytes = b""
 
 
@@ -56,9 +56,9 @@ def post(
 ) -> Answer:
     """Send ``body`` to ``target`` through one of ``addresses``.
 
-    The body of a 2xx answer is not read; of any other, up to ``excerpt_bytes``, within
-    the deadline. An excerpt the peer fails to send in time is left empty: the status
-    alone decides the outcome.
+    The answer's body is read up to ``excerpt_bytes``, within the deadline; the rest is
+    not read. An excerpt the peer fails to send in time is left empty: the status alone
+    decides the outcome.
     """
     connection = _PinnedConnection(
         target,
@@ -71,7 +71,7 @@ def post(
         connection.request(method, target.path, body=body, headers=headers)
         with connection.getresponse() as response:
             excerpt = b""
-            if excerpt_bytes and not 200 <= response.status < 300:
+            if excerpt_bytes:
                 try:
                     excerpt = response.read(excerpt_bytes)
                 except (OSError, http.client.HTTPException):

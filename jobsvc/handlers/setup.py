@@ -38,6 +38,7 @@ def registry_from_settings(
         "allowed_hosts": settings.HTTP_HANDLER_ALLOWED_HOSTS,
         "allow_private_addresses": settings.HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES,
         "max_timeout": settings.HTTP_HANDLER_MAX_TIMEOUT,
+        "response_excerpt_bytes": settings.ATTEMPT_RESPONSE_EXCERPT_BYTES,
     }
     if resolver is not None:
         http["resolver"] = resolver

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from django.conf import settings
+from django.urls import reverse
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers as drf_serializers
@@ -21,14 +22,17 @@ from jobsvc.jobs.handler_specs import request_resolution_budget
 from jobsvc.jobs.limits import jobs_admit, jobs_create_admit
 from jobsvc.jobs.models import CANCELLABLE_STATUSES, JobStatus
 from jobsvc.jobs.schema import (
+    ATTEMPTS_PARAMETERS,
     CREATE_DESCRIPTION,
+    CREATED_HEADERS,
     IDEMPOTENCY_KEY_HEADER,
     JOB_ID_PATH,
     JOBS_LIST_PARAMETERS,
     RESCHEDULE_REQUEST_SCHEMA,
 )
-from jobsvc.jobs.selectors import JobFilter, job_get, jobs_list
+from jobsvc.jobs.selectors import JobFilter, job_attempts, job_get, jobs_list
 from jobsvc.jobs.serializers import (
+    AttemptOutput,
     JobCreateInput,
     JobOutput,
     JobRetryInput,
@@ -37,6 +41,7 @@ from jobsvc.jobs.serializers import (
     JobsRedriveInput,
     JobsRetriedOutput,
     JobsRetryInput,
+    attempt_to_dict,
     job_to_dict,
 )
 from jobsvc.jobs.services import (
@@ -102,13 +107,14 @@ class JobListCreateApi(APIView):
         operation_id="jobs_create",
         description=CREATE_DESCRIPTION,
         request=JobCreateInput,
-        parameters=[IDEMPOTENCY_KEY_HEADER],
+        parameters=[IDEMPOTENCY_KEY_HEADER, *CREATED_HEADERS],
         responses={
             201: enveloped("JobCreated", JobOutput()),
-            200: OpenApiResponse(
-                description="Replayed: the job(s) the first request with this Idempotency-Key made."
-            ),
             **_ERRORS,
+            422: OpenApiResponse(
+                ErrorOutput,
+                description="This Idempotency-Key was first used with a different request body.",
+            ),
             **_LIMITED,
         },
     )
@@ -131,9 +137,12 @@ class JobListCreateApi(APIView):
             idempotency_key=_idempotency_key(request),
         )
         data = [job_to_dict(job) for job in result.jobs]
-        if result.created:
-            return ok(data if is_bulk else data[0], status=201)
-        return ok(data if is_bulk else data[0], headers={"Idempotent-Replayed": "true"})
+        # A replay answers as the first request did (201), and says it is one.
+        headers = {} if result.created else {"Idempotent-Replayed": "true"}
+        if is_bulk:
+            return ok(data, status=201, headers=headers)
+        headers["Location"] = reverse("job-detail", kwargs={"job_id": data[0]["id"]})
+        return ok(data[0], status=201, headers=headers)
 
 
 class JobDetailApi(APIView):
@@ -144,6 +153,35 @@ class JobDetailApi(APIView):
     )
     def get(self, request: Request, job_id: str) -> Response:
         return ok(job_to_dict(job_get(user_id=request.user.pk, job_id=job_id)))
+
+
+class JobAttemptsApi(APIView):
+    @extend_schema(
+        operation_id="jobs_attempts",
+        parameters=ATTEMPTS_PARAMETERS,
+        responses={
+            200: enveloped(
+                "AttemptPage",
+                AttemptOutput(many=True),
+                pagination=drf_serializers.DictField(help_text='{"next_cursor": str | null}'),
+            ),
+            **_ERRORS,
+        },
+        description="The job's attempts, newest first: when each started and finished, how "
+        "it ended, its error, and what the receiver answered. Kept as long as the job.",
+    )
+    def get(self, request: Request, job_id: str) -> Response:
+        params = request.query_params
+        page = job_attempts(
+            user_id=request.user.pk,
+            job_id=job_id,
+            before_attempt=_attempt_cursor(params.get("cursor")),
+            limit=_limit(params.get("limit")),
+        )
+        return ok(
+            [attempt_to_dict(attempt) for attempt in page.attempts],
+            pagination={"next_cursor": page.next_cursor},
+        )
 
 
 class JobCancelApi(APIView):
@@ -325,6 +363,17 @@ def _cursor(raw: str | None) -> str | None:
     if not is_job_id(raw):
         raise _param_error("cursor", "Not a cursor this API returned (next_cursor).")
     return raw
+
+
+_ATTEMPT_CURSOR = re.compile(r"[1-9][0-9]{0,4}")  # an attempt number (jobs allow 32,767)
+
+
+def _attempt_cursor(raw: str | None) -> int | None:
+    if raw is None:
+        return None
+    if not _ATTEMPT_CURSOR.fullmatch(raw):
+        raise _param_error("cursor", "Not a cursor this API returned (next_cursor).")
+    return int(raw)
 
 
 def _limit(raw: str | None) -> int:

@@ -56,8 +56,8 @@ MAX_TRACKED_USERS = 10_000  # users each process keeps state for; the least rece
 # A count that took t seconds is reused for at least this many times t: a user near a
 # large cap costs each process at most 1/COUNT_REUSE_FACTOR of its time in counting.
 COUNT_REUSE_FACTOR = 20
-# Rows of each kind a count reads per shard when only the byte limit applies (no cap on
-# jobs to stop at): the bytes of a backlog larger than this are not all counted.
+# Rows of each kind a count reads per shard when no cap on jobs says where to stop (only
+# the byte limit applies, or GET /api/v1/me): a backlog larger than this is not all counted.
 COUNT_STOP_WITHOUT_CAP = 1_000_000
 
 
@@ -167,18 +167,27 @@ class CreateLimiter:
                 if rate_units > capacity:  # would never fit: no point in waiting
                     raise errors.InvalidInput(
                         f"This request would schedule {rate_units:,} jobs; at most "
-                        f"{capacity:,.0f} can be scheduled at once (the create-rate burst). "
+                        f"{capacity:,} can be scheduled at once (the create-rate burst). "
                         "Narrow it (a filter on execute_at, for a retry)."
                     )
                 self._take_tokens(state, limits.create_rate, tokens, rate_units, quotas)
             state.unfinished += jobs
             state.stored_bytes += stored_bytes
 
-    def burst(self, limits: UserLimits) -> float:
-        """The most jobs one request may take from the create rate (0: no rate limit)."""
+    def burst(self, limits: UserLimits) -> int:
+        """The most jobs one request may take from the create rate: the bucket's size, in
+        whole jobs (0: no rate limit)."""
         if not limits.create_rate:
-            return 0.0
-        return max(limits.create_rate * self._burst_seconds, self._min_burst)
+            return 0
+        return math.floor(max(limits.create_rate * self._burst_seconds, self._min_burst))
+
+    def usage(self, *, user_id: int, limits: UserLimits) -> Usage:
+        """The user's unfinished jobs (and their bytes, when limited) as this process knows
+        them: counted, and reused, as ``admit`` counts them."""
+        self._refresh_count(user_id, limits)
+        with self._lock:
+            state = self._users.get(user_id)
+            return Usage(0) if state is None else Usage(state.unfinished, state.stored_bytes)
 
     def forget(self) -> None:
         """Drop every user's state (tests; a changed configuration)."""
@@ -334,3 +343,28 @@ def jobs_create_admit(*, user, specs: Sequence[JobSpec]) -> None:
         else 0
     )
     create_limiter.admit(user_id=user.pk, limits=limits, jobs=len(specs), stored_bytes=size)
+
+
+@dataclass(frozen=True)
+class UserUsage:
+    """A user's limits, and how much of them they use, as this API process knows it."""
+
+    limits: UserLimits
+    create_burst: int  # jobs one create may hold at most at once; 0 with no rate limit
+    unfinished: int  # scheduled, queued and running jobs, counted as ``admit`` counts them
+    unfinished_exact: bool  # False: counting stopped (past the limit, or at COUNT_STOP_...)
+    stored_bytes: int | None  # what they hold; None when bytes are not limited (not counted)
+
+
+def user_usage(*, user) -> UserUsage:
+    """The user's limits and what they use of them (see ``CreateLimiter.usage``)."""
+    limits = UserLimits.of(user)
+    usage = create_limiter.usage(user_id=user.pk, limits=limits)
+    counted_to = limits.max_unfinished or COUNT_STOP_WITHOUT_CAP - 1
+    return UserUsage(
+        limits=limits,
+        create_burst=create_limiter.burst(limits),
+        unfinished=usage.jobs,
+        unfinished_exact=usage.jobs <= counted_to,
+        stored_bytes=usage.stored_bytes if limits.max_stored_bytes else None,
+    )

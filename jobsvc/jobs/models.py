@@ -7,6 +7,9 @@ Job lifecycle (``Job.status``)::
     scheduled | queued --(cancel)--> cancelled
 
 ``succeeded``, ``failed`` and ``cancelled`` are terminal.
+
+Every finished attempt of a job is a ``JobAttempt`` row beside it, written by the same
+statement's transaction that records the attempt's outcome, and deleted with the job.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ __all__ = [
     "PRIORITY_MAX",
     "PRIORITY_MIN",
     "TERMINAL_STATUSES",
+    "AttemptOutcome",
     "IdempotencyKey",
     "Job",
+    "JobAttempt",
     "JobStatus",
     "ShardLease",
 ]
@@ -103,6 +108,50 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"job {self.id} ({self.status})"
+
+
+class AttemptOutcome(models.TextChoices):
+    """How an attempt ended. An attempt that timed out or was lost is retried while the
+    job has attempts left, like one that raised; its job fails once it has none."""
+
+    SUCCEEDED = "succeeded", "Succeeded"
+    RETRIED = "retried", "Failed, retried"  # the handler raised; the job was scheduled again
+    FAILED = "failed", "Failed for good"  # the handler raised; no retry (permanent, or last)
+    TIMED_OUT = "timed_out", "Timed out"  # the handler did not finish in its timeout
+    LOST = "lost", "Lost"  # its executor stopped responding (the sweeper took it back)
+
+
+class JobAttempt(models.Model):
+    """One finished attempt of a job: its delivery log entry.
+
+    Kept as long as the job (the scheduler's purge deletes both), on the job's shard.
+    Written with raw SQL by the executor (``executor_worker/queries.py``) and the sweeper
+    (``scheduler_worker/queries.py``), one INSERT per batch of outcomes.
+    """
+
+    pk = models.CompositePrimaryKey("job_id", "attempt")
+    job_id = models.CharField(max_length=27, db_collation="C")
+    attempt = models.IntegerField()  # 1 for the first
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    outcome = models.CharField(max_length=16, choices=AttemptOutcome.choices)
+    # "" for none. Defaults kept by the database too: the writers' raw INSERTs leave out
+    # what an attempt does not have.
+    error = models.TextField(blank=True, db_default="")
+    # What the receiver answered, for handlers that call one (the http handler): the
+    # status, and the first JOBSVC_ATTEMPT_RESPONSE_EXCERPT_BYTES of the body as text.
+    http_status = models.SmallIntegerField(null=True, blank=True)
+    response_excerpt = models.TextField(blank=True, db_default="")
+
+    class Meta:
+        db_table = "jobs_attempt"
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} attempt {self.attempt} ({self.outcome})"
+
+    @property
+    def duration_seconds(self) -> float:
+        return (self.finished_at - self.started_at).total_seconds()
 
 
 class IdempotencyKey(models.Model):

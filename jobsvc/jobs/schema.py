@@ -39,10 +39,29 @@ IDEMPOTENCY_KEY_HEADER = OpenApiParameter(
     OpenApiParameter.HEADER,
     description=(
         "Printable ASCII without spaces. A retry with the same key and body returns the "
-        "first result (200, Idempotent-Replayed: true); the same key with another body is "
-        "409. Keys are remembered for JOBSVC_IDEMPOTENCY_KEY_TTL_HOURS."
+        "first result as it was first answered (201, with Idempotent-Replayed: true); the "
+        "same key with another body is 422. Keys are remembered for "
+        "JOBSVC_IDEMPOTENCY_KEY_TTL_HOURS."
     ),
 )
+# Response headers of a create (201).
+CREATED_HEADERS = [
+    OpenApiParameter(
+        "Location",
+        {"type": "string", "example": "/api/v1/me/jobs/3MRHRgJurRLZ2t5putDC3CqGlPu"},
+        OpenApiParameter.HEADER,
+        response=[201],
+        description="The created job's URL (a single job's create; a bulk create has none).",
+    ),
+    OpenApiParameter(
+        "Idempotent-Replayed",
+        {"type": "string", "enum": ["true"]},
+        OpenApiParameter.HEADER,
+        response=[201],
+        description="Present on a replay: the job(s) the first request with this "
+        "Idempotency-Key made, answered as that request was.",
+    ),
+]
 JOBS_LIST_PARAMETERS = [
     OpenApiParameter(
         "status",
@@ -131,3 +150,18 @@ COMPONENT_RULES: dict[str, dict] = {
 BODY_REQUIRED_OPERATIONS = frozenset(
     {"jobs_cancel_many", "jobs_retry_many", "jobs_redrive", "jobs_reschedule"}
 )
+
+
+ATTEMPTS_PARAMETERS = [
+    JOB_ID_PATH,
+    OpenApiParameter(
+        "cursor",
+        {"type": "string", "pattern": "^[1-9][0-9]{0,4}$"},
+        description="next_cursor of the previous page.",
+    ),
+    OpenApiParameter(
+        "limit",
+        {"type": "integer", "minimum": 1, "maximum": settings.JOBS_MAX_PAGE_SIZE},
+        description=f"Attempts per page (default {settings.JOBS_PAGE_SIZE}).",
+    ),
+]

@@ -11,7 +11,7 @@ from django.db.models import BigIntegerField, Count, F, Func, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
 from jobsvc import errors
-from jobsvc.jobs.models import Job
+from jobsvc.jobs.models import Job, JobAttempt, JobStatus
 from jobsvc.jobs.store import jobs_by_ids
 from jobsvc.sharding.ids import InvalidJobId, shard_of
 from jobsvc.sharding.shards import UnknownShard, shard_alias, shard_aliases
@@ -98,3 +98,44 @@ def jobs_usage(query: QuerySet[Job]) -> tuple[int, int]:
     )
     totals = query.aggregate(jobs=Count("pk"), size=Coalesce(Sum(size), 0))
     return totals["jobs"], int(totals["size"])
+
+
+@dataclass(frozen=True)
+class RunningAttempt:
+    """The attempt a running job is on: started, not finished (it has no history row yet)."""
+
+    job_id: str
+    attempt: int
+    started_at: datetime | None
+    outcome: str = "running"
+    finished_at: None = None
+    error: None = None
+    http_status: None = None
+    response_excerpt: None = None
+    duration_seconds: None = None
+
+
+@dataclass(frozen=True)
+class AttemptPage:
+    attempts: list[JobAttempt | RunningAttempt]
+    next_cursor: str | None
+
+
+def job_attempts(
+    *, user_id: int, job_id: str, before_attempt: int | None, limit: int
+) -> AttemptPage:
+    """The caller's job's attempts, newest first, ``limit`` per page (NotFound for another
+    user's job). A running job's current attempt comes first, as ``RunningAttempt``."""
+    job = job_get(user_id=user_id, job_id=job_id)
+    attempts: list[JobAttempt | RunningAttempt] = []
+    if before_attempt is None and job.status == JobStatus.RUNNING and job.attempts:
+        attempts.append(RunningAttempt(job.id, job.attempts, job.started_at))
+    query = JobAttempt.objects.using(job._state.db).filter(job_id=job.id)
+    if attempts:
+        query = query.filter(attempt__lt=job.attempts)
+    if before_attempt is not None:
+        query = query.filter(attempt__lt=before_attempt)
+    attempts += query.order_by("-attempt")[: limit + 1 - len(attempts)]
+    has_more = len(attempts) > limit
+    attempts = attempts[:limit]
+    return AttemptPage(attempts, str(attempts[-1].attempt) if has_more and attempts else None)

@@ -13,8 +13,16 @@ from rest_framework import serializers
 
 from jobsvc.api.known_fields import KnownFieldsOnly
 from jobsvc.handlers.redaction import public_params
-from jobsvc.jobs.models import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, Job, JobStatus
-from jobsvc.jobs.selectors import JobFilter
+from jobsvc.jobs.models import (
+    PRIORITY_DEFAULT,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    AttemptOutcome,
+    Job,
+    JobAttempt,
+    JobStatus,
+)
+from jobsvc.jobs.selectors import JobFilter, RunningAttempt
 from jobsvc.jobs.specs import parse_aware_datetime
 from jobsvc.jobs.store import JobRow
 
@@ -306,3 +314,42 @@ class JobsRetriedOutput(serializers.Serializer):
 
 class JobsCancelledOutput(serializers.Serializer):
     cancelled = serializers.IntegerField(help_text="How many jobs this request cancelled.")
+
+
+def attempt_to_dict(attempt: JobAttempt | RunningAttempt) -> dict[str, Any]:
+    return {
+        "attempt": attempt.attempt,
+        "outcome": attempt.outcome,
+        "started_at": _iso(attempt.started_at),
+        "finished_at": _iso(attempt.finished_at),
+        "duration_seconds": attempt.duration_seconds,
+        "error": attempt.error or None,
+        "http_status": attempt.http_status,
+        "response_excerpt": attempt.response_excerpt or None,
+    }
+
+
+ATTEMPT_OUTCOMES = [*AttemptOutcome.choices, ("running", "Running")]
+
+
+class AttemptOutput(serializers.Serializer):
+    attempt = serializers.IntegerField(help_text="1 for the first attempt.")
+    outcome = serializers.ChoiceField(
+        choices=ATTEMPT_OUTCOMES,
+        help_text="succeeded; retried (failed, the job was scheduled again); failed (for "
+        "good); timed_out (did not finish within timeout_seconds); lost (its executor "
+        "stopped responding); running (the job's current attempt). A timed-out or lost "
+        "attempt is retried while the job has attempts left.",
+    )
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True, help_text="null while running.")
+    duration_seconds = serializers.FloatField(allow_null=True, help_text="null while running.")
+    error = serializers.CharField(allow_null=True, help_text="Why the attempt failed.")
+    http_status = serializers.IntegerField(
+        allow_null=True, help_text="The receiver's HTTP status (the http handler)."
+    )
+    response_excerpt = serializers.CharField(
+        allow_null=True,
+        help_text="The first bytes of the receiver's answer, as text (at most "
+        "JOBSVC_ATTEMPT_RESPONSE_EXCERPT_BYTES, 1 KiB by default).",
+    )

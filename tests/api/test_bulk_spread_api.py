@@ -67,7 +67,7 @@ def test_a_spread_bulk_retried_with_its_key_replays_the_same_list(user_client, u
     second = post_jobs(user_client, bodies, key="spread-1")
 
     assert first.status_code == 201
-    assert second.status_code == 200
+    assert second.status_code == 201
     assert second["Idempotent-Replayed"] == "true"
     first_ids = [job["id"] for job in first.json()["data"]]
     assert [job["id"] for job in second.json()["data"]] == first_ids
@@ -127,7 +127,7 @@ def test_a_keyed_bulk_that_lost_a_shard_after_its_commit_point_replays_every_job
 
     second = post_jobs(user_client, bodies, key=key)
 
-    assert second.status_code == 200
+    assert second.status_code == 201
     assert [job["id"] for job in second.json()["data"]] == first_ids
     assert job_count(user.pk) == len(bodies)
     assert prepared_transactions() == []

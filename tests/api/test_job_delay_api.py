@@ -67,16 +67,16 @@ def test_a_retry_of_a_delayed_create_replays_the_first_job(user_client, user):
 
     retry = post_jobs(user_client, body, key="delayed")
 
-    assert retry.status_code == 200
+    assert retry.status_code == 201
     assert retry.json()["data"]["id"] == first["id"]
     assert retry.json()["data"]["execute_at"] == first["execute_at"]
     assert job_count(user.pk) == 1
 
 
-def test_a_retry_with_another_delay_is_a_conflict(user_client, user):
+def test_a_retry_with_another_delay_is_unprocessable(user_client, user):
     create_job(user_client, {"message": "m", "delay_seconds": 30}, key="delayed")
 
     response = post_jobs(user_client, {"message": "m", "delay_seconds": 31}, key="delayed")
 
-    error_of(response, 409, "idempotency_key_reused")
+    error_of(response, 422, "idempotency_key_reused")
     assert job_count(user.pk) == 1

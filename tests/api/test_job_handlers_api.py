@@ -310,13 +310,13 @@ def test_a_failed_job_shows_its_attempts_and_last_error(user_client):
     ],
     ids=["handler", "handler_params"],
 )
-def test_a_retry_with_another_handler_is_a_conflict(user_client, granted, user, change):
+def test_a_retry_with_another_handler_is_unprocessable(user_client, granted, user, change):
     body = with_handler("http", {"url": RECEIVER})
     create_job(user_client, body, key="handler-retry")
 
     response = post_jobs(user_client, body | change, key="handler-retry")
 
-    error_of(response, 409, "idempotency_key_reused")
+    error_of(response, 422, "idempotency_key_reused")
     assert job_count(user.pk) == 1
 
 

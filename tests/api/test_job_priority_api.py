@@ -39,11 +39,11 @@ def test_a_priority_out_of_range_is_a_400(user_client, user, priority):
     assert job_count(user.pk) == 0
 
 
-def test_a_retry_with_another_priority_is_a_conflict(user_client, user):
+def test_a_retry_with_another_priority_is_unprocessable(user_client, user):
     body = job_body()
     create_job(user_client, body, key="prio")
 
     response = post_jobs(user_client, body | {"priority": 9}, key="prio")
 
-    error_of(response, 409, "idempotency_key_reused")
+    error_of(response, 422, "idempotency_key_reused")
     assert job_count(user.pk) == 1

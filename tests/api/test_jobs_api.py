@@ -377,7 +377,7 @@ def test_a_cancelled_job_stays_cancelled(user_client):
 
     replay = post_jobs(user_client, body, key="cancel-me")
 
-    assert replay.status_code == 200
+    assert replay.status_code == 201
     assert replay.json()["data"]["status"] == "cancelled"
     assert user_client.get(job_url(job["id"])).json()["data"]["status"] == "cancelled"
     assert job["id"] not in listed_ids(user_client, status="scheduled")
@@ -458,10 +458,26 @@ def test_a_retry_with_the_same_key_replays_the_first_result(user_client, user):
 
     assert first.status_code == 201
     assert "Idempotent-Replayed" not in first
-    assert second.status_code == 200
+    assert second.status_code == 201  # as the first request was answered
     assert second["Idempotent-Replayed"] == "true"
     assert second.json()["data"]["id"] == first.json()["data"]["id"]
+    assert second["Location"] == first["Location"]
     assert job_count(user.pk) == 1
+
+
+def test_a_created_job_is_found_where_location_says(user_client):
+    created = post_jobs(user_client, job_body())
+
+    assert created.status_code == 201
+    assert created["Location"] == job_url(created.json()["data"]["id"])
+    assert user_client.get(created["Location"]).json()["data"] == created.json()["data"]
+
+
+def test_a_bulk_create_names_no_single_location(user_client):
+    created = post_jobs(user_client, [job_body(), job_body()])
+
+    assert created.status_code == 201
+    assert "Location" not in created
 
 
 def test_a_retry_naming_the_same_instant_in_another_zone_is_the_same_request(user_client, user):
@@ -474,7 +490,7 @@ def test_a_retry_naming_the_same_instant_in_another_zone_is_the_same_request(use
         key="zone",
     )
 
-    assert retry.status_code == 200
+    assert retry.status_code == 201
     assert retry.json()["data"]["id"] == first["id"]
     assert job_count(user.pk) == 1
 
@@ -490,11 +506,11 @@ def test_a_retry_naming_the_same_instant_in_another_zone_is_the_same_request(use
     ],
     ids=["message", "execute_at", "as-bulk", "max_attempts", "timeout_seconds"],
 )
-def test_the_same_key_with_a_different_request_is_a_conflict(user_client, user, change):
+def test_the_same_key_with_a_different_request_is_unprocessable(user_client, user, change):
     body = job_body()
     create_job(user_client, body, key="reused")
 
-    error_of(post_jobs(user_client, change(body), key="reused"), 409, "idempotency_key_reused")
+    error_of(post_jobs(user_client, change(body), key="reused"), 422, "idempotency_key_reused")
 
     assert job_count(user.pk) == 1
 
@@ -509,7 +525,7 @@ def test_a_retry_writing_out_the_defaults_is_the_same_request(user_client, user,
     }
     retry = post_jobs(user_client, spelled_out, key="defaults")
 
-    assert retry.status_code == 200
+    assert retry.status_code == 201
     assert retry.json()["data"]["id"] == first["id"]
     assert job_count(user.pk) == 1
 
@@ -521,7 +537,7 @@ def test_a_bulk_retry_with_the_same_key_replays_the_same_list(user_client, user)
     second = post_jobs(user_client, bodies, key="bulk-1")
 
     assert first.status_code == 201
-    assert second.status_code == 200
+    assert second.status_code == 201
     assert second["Idempotent-Replayed"] == "true"
     assert [job["id"] for job in second.json()["data"]] == [
         job["id"] for job in first.json()["data"]
@@ -542,7 +558,7 @@ def test_a_key_is_remembered_until_its_ttl(user_client, user, settings):
 
     retry = post_jobs(user_client, job_body(), key="day-old")  # another body: still in use
 
-    error_of(retry, 409, "idempotency_key_reused")
+    error_of(retry, 422, "idempotency_key_reused")
     assert job_count(user.pk) == 1
     assert stored_job(first["id"]).status == "scheduled"
 
@@ -557,7 +573,7 @@ def test_a_key_past_its_ttl_is_free_for_a_new_request(user_client, user, setting
 
     assert again.status_code == 201
     assert again.json()["data"]["id"] != first["id"]
-    assert replay.status_code == 200
+    assert replay.status_code == 201
     assert replay.json()["data"]["id"] == again.json()["data"]["id"]
     assert job_count(user.pk) == 2
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from django.urls import Resolver404, resolve
 
 from tests.conftest import DEFAULT_PASSWORD
 from tools.bench.processes import REPO
@@ -106,3 +107,70 @@ def test_the_client_package_imports_no_django():
     )
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
     subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, check=True, timeout=60)
+
+
+def _routed(path: str) -> bool:
+    try:
+        resolve(path)
+    except Resolver404:
+        return False
+    return True
+
+
+def _logged_in(cli, served_api, user) -> None:
+    login = cli(
+        "--url",
+        served_api,
+        "login",
+        "--username",
+        user.username,
+        "--password-stdin",
+        stdin=DEFAULT_PASSWORD + "\n",
+    )
+    assert login.returncode == 0, login.stderr
+
+
+def _json(result: subprocess.CompletedProcess):
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_every_job_operation_has_a_command(cli, served_api, user):
+    _logged_in(cli, served_api, user)
+
+    job = _json(cli("jobs", "create", "--delay", "3600", "--message", "m", "--priority", "4"))
+    assert job["priority"] == 4
+    moved = _json(cli("jobs", "reschedule", job["id"], "--at", "+2h", "--message", "moved"))
+    assert moved["message"] == "moved"
+    assert cli("jobs", "attempts", job["id"]).stdout == ""
+    assert _json(cli("jobs", "cancel-many", "--status", "scheduled")) == {"cancelled": 1}
+    assert _json(cli("jobs", "retry-many", "--status", "failed")) == {"retried": 0}
+    refused = cli("jobs", "redrive", "--status", "failed")
+    assert refused.returncode == 1
+    assert "403" in refused.stderr
+    not_failed = cli("jobs", "retry", job["id"], "--extra-attempts", "2")
+    assert not_failed.returncode == 1
+    assert "cannot be retried" in not_failed.stderr
+    no_filter = cli("jobs", "cancel-many")
+    assert no_filter.returncode == 2
+    assert "at least one" in no_filter.stderr
+
+
+def test_me_shows_the_account(cli, served_api, user):
+    _logged_in(cli, served_api, user)
+
+    account = _json(cli("me"))
+
+    assert (account["id"], account["username"]) == (user.pk, user.username)
+    assert "unfinished_jobs" in account["usage"]
+
+
+@pytest.mark.xfail(not _routed("/api/v1/auth/logout"), reason="needs sec-api", strict=False)
+def test_logout_deletes_the_saved_session(cli, served_api, user):
+    _logged_in(cli, served_api, user)
+
+    result = cli("logout")
+
+    assert result.returncode == 0, result.stderr
+    assert not cli.token_file.exists()
+    assert cli("me").returncode == 2  # not logged in

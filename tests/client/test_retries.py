@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobsvc_client import Client, Token, TransportError, Unavailable
+from jobsvc_client import Client, JobSpec, Token, TransportError, Unavailable
 from jobsvc_client.transport import Response
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
@@ -128,9 +128,44 @@ def test_a_token_with_time_left_is_used_as_it_is():
 
 
 def test_fields_a_newer_server_adds_are_kept():
-    transport = ScriptedTransport(answer(200, {**JOB, "priority": 5}))
+    transport = ScriptedTransport(answer(200, {**JOB, "priority": 8, "color": "blue"}))
 
     job = client_with(transport, []).get_job(JOB["id"])
 
-    assert job.extra == {"priority": 5}
-    assert job.to_json()["priority"] == 5
+    assert (job.priority, job.extra) == (8, {"color": "blue"})
+    assert job.to_json()["color"] == "blue"
+
+
+def test_a_job_from_a_server_without_priorities_has_the_default_one():
+    assert client_with(ScriptedTransport(answer(200, JOB)), []).get_job(JOB["id"]).priority == 5
+
+
+def test_logging_out_sends_the_token_as_it_is_and_forgets_it():
+    transport = ScriptedTransport(Response(204, {}, b""))
+    client = client_with(transport, [], expire=NOW + timedelta(seconds=5))  # about to expire
+
+    client.logout()
+
+    [(method, url, headers)] = transport.requests  # no refresh first
+    assert (method, url, headers["Authorization"]) == (
+        "POST",
+        "http://api/api/v1/auth/logout",
+        "Bearer t0",
+    )
+    assert client.token is None
+
+
+def test_a_password_change_is_not_resent_after_a_lost_connection():
+    transport = ScriptedTransport(TransportError("reset"), Response(204, {}, b""))
+
+    with pytest.raises(TransportError):
+        client_with(transport, []).change_password(current_password="a", new_password="b")
+    assert len(transport.requests) == 1
+
+
+def test_a_job_spec_is_due_at_a_time_or_after_a_delay_never_both():
+    assert "execute_at" not in JobSpec("m", delay_seconds=5).to_json()
+    with pytest.raises(ValueError):
+        JobSpec("m", NOW, delay_seconds=5).to_json()
+    with pytest.raises(ValueError):
+        JobSpec("m").to_json()

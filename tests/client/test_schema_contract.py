@@ -1,11 +1,13 @@
-"""Everything the client sends and reads is in the API's OpenAPI schema, with its types.
+"""Everything the client sends and reads is in the API's OpenAPI schema, with its types,
+and every operation of the schema is in the client.
 
-If the API renames a path, a parameter or a field, or changes a type, this fails before
-a user's client does.
+If the API renames a path, a parameter or a field, or changes a type, or gains an
+operation the client lacks, this fails before a user notices.
 """
 
 from __future__ import annotations
 
+import inspect
 import types
 import typing
 from dataclasses import fields
@@ -15,8 +17,8 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from jobsvc_client.client import LIST_PARAMETERS, OPERATIONS
-from jobsvc_client.models import Job, JobSpec, Token
+from jobsvc_client.client import LIST_PARAMETERS, OPERATIONS, PAGE_PARAMETERS, Client
+from jobsvc_client.models import Account, Attempt, Job, JobSpec, Token, WebhookSecret
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
@@ -29,7 +31,11 @@ def schema() -> dict:
 
 
 def resolve(schema: dict, node: dict) -> dict:
-    while "$ref" in node:
+    while "$ref" in node or len(node.get("allOf", ())) == 1:
+        if "allOf" in node:  # drf-spectacular wraps a described enum: {"allOf": [$ref]}
+            [inner] = node["allOf"]
+            node = {**resolve(schema, inner), **{k: v for k, v in node.items() if k != "allOf"}}
+            continue
         node = schema["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]]
     return node
 
@@ -93,9 +99,36 @@ def assert_fields_match(schema: dict, shape: dict, cls: type, *, skip=("extra",)
             assert not declared.get("nullable"), f"{cls.__name__}.{field.name} may be null"
 
 
-def test_every_operation_the_client_uses_is_in_the_schema(schema):
-    for name in OPERATIONS:
-        operation(schema, name)
+def schema_operations(schema: dict) -> dict[tuple[str, str], str]:
+    """(method, path) -> operationId of every operation the schema describes."""
+    return {
+        (method, path): details.get("operationId", f"{method} {path}")
+        for path, methods in schema["paths"].items()
+        for method, details in methods.items()
+        if method in {"get", "post", "put", "patch", "delete"}
+    }
+
+
+@pytest.mark.parametrize("name", sorted(OPERATIONS))
+def test_every_operation_the_client_uses_is_in_the_schema(schema, name):
+    operation(schema, name)
+
+
+def test_the_client_has_every_operation_of_the_schema(schema):
+    """operationId -> the client operation that calls it; none may be missing."""
+    covered = {target: name for name, target in OPERATIONS.items()}
+    missing = sorted(
+        operation_id
+        for target, operation_id in schema_operations(schema).items()
+        if target not in covered
+    )
+    assert not missing, f"the client has no method for {missing} (add it to OPERATIONS)"
+
+
+def test_every_client_operation_is_called_by_a_client_method():
+    source = inspect.getsource(Client)
+    uncalled = [name for name in OPERATIONS if f'"{name}"' not in source]
+    assert not uncalled, f"no Client method calls {uncalled}"
 
 
 def test_the_job_the_client_reads_is_the_job_the_api_returns(schema):
@@ -126,6 +159,32 @@ def test_list_parameters_and_log_in_fields_are_the_api_s(schema):
     assert_fields_match(schema, response_data(schema, "login", "200"), Token)
     assert_fields_match(schema, response_data(schema, "refresh", "200"), Token)
     assert "pagination" in resolve(schema, _list_envelope(schema))["properties"]
+
+
+def test_attempts_and_the_account_the_client_reads_are_the_apis(schema):
+    page = response_data(schema, "jobs_attempts", "200")
+    assert_fields_match(schema, resolve(schema, page["items"]), Attempt)
+    query = {
+        p["name"] for p in operation(schema, "jobs_attempts")["parameters"] if p["in"] == "query"
+    }
+    assert set(PAGE_PARAMETERS) <= query
+    assert_fields_match(schema, response_data(schema, "me", "200"), Account)
+    for name in ("webhook_secret", "webhook_secret_rotate"):
+        assert_fields_match(schema, response_data(schema, name, "200"), WebhookSecret)
+
+
+@pytest.mark.parametrize(
+    ("name", "fields"),
+    [
+        ("jobs_reschedule", {"execute_at", "delay_seconds", "message"}),
+        ("jobs_retry", {"extra_attempts"}),
+        ("jobs_cancel_many", {"status", "execute_at_from", "execute_at_to", "handler"}),
+        ("jobs_retry_many", {"status", "execute_at_from", "execute_at_to", "handler"}),
+        ("jobs_redrive", {"user_id", "extra_attempts"}),
+    ],
+)
+def test_the_fields_the_client_sends_are_the_apis(schema, name, fields):
+    assert fields <= set(request_schema(schema, name)["properties"])
 
 
 def _list_envelope(schema: dict) -> dict:

@@ -45,6 +45,7 @@ SCHEDULER_METRICS = (
     Metric("jobsvc_jobs_dispatched", "counter", ("weight_class",)),
     Metric("jobsvc_dispatch_lag_seconds", "histogram"),
     Metric("jobsvc_due_backlog_jobs", "gauge", ("shard",)),
+    Metric("jobsvc_oldest_due_job_age_seconds", "gauge", ("shard",)),
     Metric("jobsvc_in_flight_jobs", "gauge", ("shard",)),
     Metric("jobsvc_shard_owned", "gauge", ("shard",)),
     Metric("jobsvc_shards_configured", "gauge"),
@@ -84,6 +85,14 @@ PROMETHEUS_SERIES = frozenset({"up"})
 ALL_METRICS = (
     API_METRICS + SCHEDULER_METRICS + EXECUTOR_METRICS + DEAD_LETTER_METRICS + PROCESS_METRICS
 )
+
+
+def sample_metrics() -> dict[str, Metric | None]:
+    """Series name -> the metric it belongs to (None: a series Prometheus makes, ``up``)."""
+    found: dict[str, Metric | None] = dict.fromkeys(PROMETHEUS_SERIES)
+    for metric in ALL_METRICS:
+        found.update(dict.fromkeys(metric.sample_names(), metric))
+    return found
 
 
 def queryable_names() -> set[str]:

@@ -42,8 +42,9 @@ from tests.deploy.support import (
 
 SCHEMA_FILE = Path(__file__).with_name("compose_spec.json")
 ONE_SHOT = "no"  # the `restart` policy of a job that runs once and exits
-# A version tag: at least major.minor, optionally a suffix ("16.4-bookworm", "v2.54.1").
-PINNED_TAG = re.compile(r"^v?\d+\.\d+(\.\d+)?([-.][A-Za-z0-9.]+)?$")
+# A version tag: at least major.minor, optionally suffixes ("16.4-bookworm", "v2.54.1",
+# "3.11.14-slim-bookworm").
+PINNED_TAG = re.compile(r"^v?\d+\.\d+(\.\d+)?([-.][A-Za-z0-9.]+)*$")
 
 
 # ---- schema ---------------------------------------------------------------------------------

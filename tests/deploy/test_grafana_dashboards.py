@@ -1,19 +1,22 @@
 """Grafana: provisioning files and dashboard JSON, against the metrics contract.
 
 Grafana itself is not packaged for Debian, so the dashboards are checked as data: valid
-JSON of the shape Grafana provisions, every panel bound to the provisioned datasource by
-uid, every query selecting only contract metrics, and every contract metric shown.
+JSON of the shape Grafana provisions; dashboards that travel (every panel bound to a
+``$datasource`` variable, not to a datasource uid, and filtered by ``$instance`` and, for
+per-shard metrics, ``$shard``); every panel with a unit; every query selecting only
+contract metrics, and every contract metric shown.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.deploy.contract import ALL_METRICS, queryable_names
+from tests.deploy.contract import ALL_METRICS, queryable_names, sample_metrics
 from tests.deploy.support import (
     GRAFANA_DIR,
     bind_mounts,
@@ -30,6 +33,15 @@ GRID_WIDTH = 24
 # Dashboards the product promises, by tag.
 REQUIRED_TAGS = {"overview", "api", "scheduler", "executor", "resources"}
 OVERVIEW_UID = "jobsvc-overview"
+DATASOURCE = "${datasource}"
+INSTANCE_MATCHER = 'instance=~"$instance"'
+SHARD_MATCHER = 'shard=~"$shard"'
+# A metric selector with its label matchers: name{...}.
+SELECTOR = re.compile(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}")
+VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+GRAFANA_VARIABLES = {"__rate_interval", "__interval", "__range"}
+NO_UNIT = {None, "", "none"}
+QUEUE_LAG = "jobsvc_oldest_due_job_age_seconds"
 
 
 def dashboard_files() -> list[Path]:
@@ -57,18 +69,27 @@ def query_panels(dashboard: dict) -> list[dict]:
     return [panel for panel in panels(dashboard) if panel["type"] != "row"]
 
 
-def datasource_uid() -> str:
-    (datasource,) = yaml.safe_load(DATASOURCES_FILE.read_text())["datasources"]
-    return datasource["uid"]
+def variables(dashboard: dict) -> dict[str, dict]:
+    return {variable["name"]: variable for variable in dashboard["templating"]["list"]}
+
+
+def expressions(dashboard: dict) -> list[tuple[str, str]]:
+    return [
+        (panel["title"], target["expr"])
+        for panel in query_panels(dashboard)
+        for target in panel["targets"]
+    ]
 
 
 # ---- provisioning -----------------------------------------------------------------------------
 
 
-def test_the_datasource_is_the_compose_prometheus():
+def test_the_datasource_is_the_compose_prometheus_and_the_default():
+    """The dashboards' $datasource variable picks the default Prometheus datasource."""
     (datasource,) = yaml.safe_load(DATASOURCES_FILE.read_text())["datasources"]
     assert datasource["type"] == "prometheus"
     assert datasource["url"] == "http://prometheus:9090"
+    assert datasource["isDefault"] is True
     assert "prometheus" in services()
 
 
@@ -122,16 +143,91 @@ def test_panels_fit_the_grid_without_overlapping(path):
 
 
 @pytest.mark.parametrize("path", dashboard_files(), ids=lambda path: path.name)
-def test_every_panel_queries_the_provisioned_datasource(path):
-    uid = datasource_uid()
-    for panel in query_panels(load(path)):
-        assert panel["datasource"]["uid"] == uid, panel["title"]
+def test_every_panel_queries_the_datasource_the_importer_chooses(path):
+    """No datasource uid is written in: a dashboard imported into another Grafana asks for
+    its Prometheus ($datasource) instead of failing quietly."""
+    dashboard = load(path)
+    datasource = variables(dashboard)["datasource"]
+    assert (datasource["type"], datasource["query"]) == ("datasource", "prometheus")
+    for panel in query_panels(dashboard):
+        assert panel["datasource"] == {"type": "prometheus", "uid": DATASOURCE}, panel["title"]
         assert panel["targets"], f"{panel['title']} has no query"
         ref_ids = [target["refId"] for target in panel["targets"]]
         assert len(ref_ids) == len(set(ref_ids)), panel["title"]
         for target in panel["targets"]:
-            assert target["datasource"]["uid"] == uid, panel["title"]
+            assert target["datasource"] == {"type": "prometheus", "uid": DATASOURCE}
             assert target["expr"].strip(), panel["title"]
+    for variable in variables(dashboard).values():
+        if variable["type"] == "query":
+            assert variable["datasource"]["uid"] == DATASOURCE, variable["name"]
+
+
+@pytest.mark.parametrize("path", dashboard_files(), ids=lambda path: path.name)
+def test_every_query_is_filtered_by_instance_and_per_shard_metrics_by_shard(path):
+    dashboard = load(path)
+    metrics = sample_metrics()
+    for title, expr in expressions(dashboard):
+        selected = [m for m in SELECTOR.finditer(expr) if m.group(1) in metrics]
+        assert len(selected) == len(promql_metric_names_all(expr)), f"{title}: a bare metric"
+        for match in selected:
+            name, matchers = match.groups()
+            assert INSTANCE_MATCHER in matchers, f"{title}: {name} is not filtered by $instance"
+            if metrics[name] is not None and "shard" in metrics[name].labels:
+                assert SHARD_MATCHER in matchers, f"{title}: {name} is not filtered by $shard"
+
+
+@pytest.mark.parametrize("path", dashboard_files(), ids=lambda path: path.name)
+def test_the_variables_the_queries_use_are_defined_and_select_all_by_default(path):
+    dashboard = load(path)
+    defined = variables(dashboard)
+    used = {
+        first or second
+        for _, expr in expressions(dashboard)
+        for first, second in VARIABLE.findall(expr)
+    } - GRAFANA_VARIABLES
+    assert "instance" in used
+    assert used <= set(defined), f"undefined: {sorted(used - set(defined))}"
+    for name in used:
+        variable = defined[name]
+        assert variable["type"] == "query", name
+        assert (variable["includeAll"], variable["multi"], variable["allValue"]) == (
+            True,
+            True,
+            ".*",
+        ), name
+        assert variable["current"]["value"] == ["$__all"], name
+    for link in dashboard["links"]:
+        assert link["includeVars"], "links to the other dashboards keep the chosen variables"
+
+
+@pytest.mark.parametrize("path", dashboard_files(), ids=lambda path: path.name)
+def test_every_panel_has_a_unit(path):
+    for panel in query_panels(load(path)):
+        unit = panel.get("fieldConfig", {}).get("defaults", {}).get("unit")
+        assert unit not in NO_UNIT, f"{panel['title']} has no unit"
+
+
+def test_the_queue_lag_is_shown_per_shard_in_seconds():
+    for uid in (OVERVIEW_UID, "jobsvc-scheduler"):
+        dashboard = next(d for d in dashboards().values() if d["uid"] == uid)
+        [panel] = [
+            panel
+            for panel in query_panels(dashboard)
+            if any(QUEUE_LAG in target["expr"] for target in panel["targets"])
+        ]
+        assert panel["fieldConfig"]["defaults"]["unit"] == "s"
+        assert all("by (shard)" in target["expr"] for target in panel["targets"]), uid
+
+
+def promql_metric_names_all(expr: str) -> list[str]:
+    """Every metric selected, once per selector (promql_metric_names gives a set)."""
+    names = promql_metric_names(expr)
+    stripped = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    return [
+        match.group(0)
+        for match in re.finditer(r"\b[a-zA-Z_:][a-zA-Z0-9_:]*\b", stripped)
+        if match.group(0) in names
+    ]
 
 
 @pytest.mark.parametrize("path", dashboard_files(), ids=lambda path: path.name)

@@ -12,6 +12,7 @@ import yaml
 from tests.deploy.contract import SCRAPE_JOBS, queryable_names
 from tests.deploy.support import (
     PROMETHEUS_DIR,
+    REPO,
     bind_mounts,
     promql_metric_names,
     promtool,
@@ -26,6 +27,7 @@ RULE_TESTS = PROMETHEUS_DIR / "alerts_test.yml"
 # The alerts the product promises (issue: observability); others may be added.
 REQUIRED_ALERTS = {
     "JobLatencyP99High",
+    "QueueLagHigh",
     "JobsDeadLettered",
     "ApiServerErrors",
     "ShardWithoutScheduler",
@@ -85,6 +87,34 @@ def test_alert_has_severity_summary_and_description(rule):
     assert rule["labels"]["severity"] in SEVERITIES
     assert rule["annotations"]["summary"].strip()
     assert rule["annotations"]["description"].strip()
+
+
+RUNBOOKS = REPO / "docs" / "runbooks"
+RUNBOOK_SECTIONS = ("## What it means", "## How to check", "## What to do")
+
+
+@pytest.mark.parametrize("rule", alerting_rules(), ids=lambda rule: rule["alert"])
+def test_alert_links_its_runbook_which_says_what_to_do(rule):
+    url = rule["annotations"]["runbook_url"]
+    assert url == f"docs/runbooks/{rule['alert']}.md"
+    page = (REPO / url).read_text()
+    assert page.startswith(f"# {rule['alert']}\n")
+    for section in RUNBOOK_SECTIONS:
+        assert section in page, f"{url} has no '{section}'"
+
+
+def test_every_runbook_is_an_alerts_and_listed_in_the_index():
+    alerts = {rule["alert"] for rule in alerting_rules()}
+    pages = {path.stem for path in RUNBOOKS.glob("*.md")} - {"README"}
+    assert pages == alerts
+    index = (RUNBOOKS / "README.md").read_text()
+    assert all(f"({alert}.md)" in index for alert in alerts)
+
+
+def test_the_queue_lag_alert_is_per_shard():
+    [rule] = [rule for rule in alerting_rules() if rule["alert"] == "QueueLagHigh"]
+    assert "jobsvc_oldest_due_job_age_seconds" in rule["expr"]
+    assert "by (shard)" in rule["expr"]
 
 
 @pytest.mark.parametrize("rule", alerting_rules(), ids=lambda rule: rule["alert"])

@@ -4,7 +4,9 @@ Grafana is not packaged for Debian, so its queries are run where it would run th
 API (gunicorn), two schedulers and two executors serve metrics, a real Prometheus scrapes
 them every second, a short load goes through the API (jobs that succeed, one retried and
 dead-lettered, a 404), and then every query of every panel in deploy/grafana/dashboards
-must return at least one series with a number (not NaN). The queries that legitimately
+must return at least one series with a number (not NaN), with the dashboard's variables
+substituted as Grafana does: ``$instance`` and ``$shard`` by their "All" value, and once
+more by one scheduler's instance and one shard it owns. The queries that legitimately
 stay empty without a fault are listed in EMPTY_WITHOUT_A_FAULT, each with the reason.
 """
 
@@ -32,15 +34,26 @@ from tools.devstack.prometheus import ALERT_RULES, LocalPrometheus, ScrapeTarget
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
 RATE_INTERVAL = "1m"  # what Grafana's $__rate_interval stands for here (1 s scrapes)
+ALL = ".*"  # the dashboards' variables' allValue: Grafana's "All"
+# Gauges the scheduler owning a shard always reports for it.
+OWNER_GAUGES = (
+    "jobsvc_shard_owned",
+    "jobsvc_due_backlog_jobs",
+    "jobsvc_oldest_due_job_age_seconds",
+)
 SUCCEEDING_JOBS = 200
 LOAD_SPREAD = timedelta(milliseconds=25)  # between due times: the load lasts 5 s
 EMPTY_WITHOUT_A_FAULT = {
     # API 5xx per route: only a server error makes a series; the 5xx stats use `or vector(0)`.
     'sum by (route, status) (rate(jobsvc_http_requests_total{job="jobsvc-api",'
-    'status=~"5.."}[$__rate_interval]))': "only a 5xx answer creates the series",
+    'status=~"5..",instance=~"$instance"}[$__rate_interval]))': (
+        "only a 5xx answer creates the series"
+    ),
     # The sweeper recovers jobs only after a lost message or a dead executor.
-    'sum by (reason) (increase(jobsvc_jobs_swept_total{job="jobsvc-scheduler"}'
-    "[$__rate_interval]))": "only a lost message or executor makes the sweeper recover a job",
+    'sum by (reason) (increase(jobsvc_jobs_swept_total{job="jobsvc-scheduler",'
+    'instance=~"$instance"}[$__rate_interval]))': (
+        "only a lost message or executor makes the sweeper recover a job"
+    ),
 }
 
 
@@ -59,8 +72,18 @@ def dashboard_queries() -> list[tuple[str, str, str]]:
     return queries
 
 
+def substituted(expr: str, *, instance: str = ALL, shard: str = ALL) -> str:
+    """The expression as Grafana sends it, with these values of the variables."""
+    return (
+        expr.replace("$__rate_interval", RATE_INTERVAL)
+        .replace("$instance", instance)
+        .replace("$shard", shard)
+    )
+
+
 def _query(prometheus: LocalPrometheus, expr: str) -> list[dict]:
-    promql = expr.replace("$__rate_interval", RATE_INTERVAL)
+    promql = substituted(expr)
+    assert "$" not in promql, f"a variable the test does not substitute: {expr}"
     url = f"{prometheus.url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
     with urllib.request.urlopen(url, timeout=5) as response:
         body = json.load(response)
@@ -167,6 +190,21 @@ def test_every_dashboard_query_returns_data_after_a_short_load(
             wait_until(all_have_data, timeout=30, what="every dashboard query has data")
         except AssertionError:
             pytest.fail("queries without data:\n" + "\n".join(map(str, empty)))
+
+        # One scheduler and a shard it owns chosen: the panels of what every owner reports
+        # for its shards still show data.
+        owned = _query(prometheus, "max by (instance, shard) (jobsvc_shard_owned == 1)")[0]
+        one = {"instance": owned["metric"]["instance"], "shard": owned["metric"]["shard"]}
+        scheduler_queries = [
+            q
+            for q in expected
+            if q[0] == "scheduler.json" and any(name in q[2] for name in OWNER_GAUGES)
+        ]
+        assert len(scheduler_queries) >= len(OWNER_GAUGES)
+        chosen_empty = [
+            q for q in scheduler_queries if not _has_data(prometheus, substituted(q[2], **one))
+        ]
+        assert not chosen_empty, f"without data for {one}: {chosen_empty}"
 
     assert set(EMPTY_WITHOUT_A_FAULT) <= {q[2] for q in queries}, "an exception names no query"
     assert len(expected) >= 70

@@ -11,6 +11,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from jobsvc.jobs.models import JobAttempt
+from jobsvc.sharding.ids import shard_of
+from jobsvc.sharding.shards import shard_alias
 from tests.e2e.conftest import FAST_TIMINGS
 from tests.e2e.dead_letters import dead_letters
 from tests.e2e.jobs import all_jobs, create, spec
@@ -167,3 +170,29 @@ def test_a_failing_inline_handler_is_dead_lettered_and_its_batch_mates_still_suc
     [letter] = [letter for letter in dead_letters(messaging) if letter["job_id"] == bad]
     assert (letter["reason"], letter["attempts"]) == ("permanent", 1)
     assert {j.attempts for j in all_jobs(pk__in=good)} == {1}
+
+
+def test_each_delivery_is_in_the_jobs_attempt_history(make_user, start_worker, receiver):
+    user = make_user()
+    job_id = http_job(user.pk, receiver.url, max_attempts=3)
+    receiver.answer(job_id, 503, 500)
+    start_worker("scheduler", "scheduler-a")
+    start_worker("executor", "executor-a")
+
+    wait_for_status(job_id, "succeeded")
+
+    history = list(
+        JobAttempt.objects.using(shard_alias(shard_of(job_id)))
+        .filter(job_id=job_id)
+        .order_by("attempt")
+    )
+    assert [(a.attempt, a.outcome, a.http_status) for a in history] == [
+        (1, "retried", 503),
+        (2, "retried", 500),
+        (3, "succeeded", 200),
+    ]
+    assert all(a.started_at <= a.finished_at for a in history)
+    assert history[0].finished_at <= history[1].started_at <= history[2].started_at
+    assert "503" in history[0].error and history[2].error == ""
+    done = job(job_id)
+    assert (history[2].started_at, history[2].finished_at) == (done.started_at, done.finished_at)

@@ -17,7 +17,9 @@ from django.conf import settings
 from django.db import connections
 
 from jobsvc.env import env_database_urls
-from jobsvc.sharding.shards import shard_aliases
+from jobsvc.jobs.models import JobAttempt
+from jobsvc.sharding.ids import shard_of
+from jobsvc.sharding.shards import shard_alias, shard_aliases
 from scheduler_worker.queries import LOST_ATTEMPT_ERROR
 from tests.e2e.conftest import FAST_TIMINGS, JOBS_PARTITIONS, Messaging
 from tests.e2e.jobs import all_jobs, create, due_in, spec, status_counts
@@ -110,6 +112,11 @@ def test_a_job_whose_executor_is_killed_mid_run_runs_again_elsewhere_and_succeed
     done = job(job_id)
     assert done.attempts == 2
     assert [(e["attempt"], e["error"]) for e in done.attempt_errors] == [(1, LOST_ATTEMPT_ERROR)]
+    history = JobAttempt.objects.using(shard_alias(shard_of(job_id))).filter(job_id=job_id)
+    assert sorted((a.attempt, a.outcome, a.http_status) for a in history) == [
+        (1, "lost", None),
+        (2, "succeeded", 200),
+    ]
     # The re-run is attempt 2 under the job's one key: the receiver can drop it if the
     # dead attempt's delivery had its effect.
     assert sorted(d.attempt for d in receiver.of(job_id)) == [1, 2]

@@ -213,7 +213,7 @@ def test_a_stale_timestamp_does_not_verify(server, handler):
 
 @pytest.mark.parametrize("code", [200, 201, 202, 204])
 def test_a_2xx_answer_is_success(server, handler, code):
-    assert handler.handle(job(url(server, f"/status/{code}"))) is None
+    assert handler.handle(job(url(server, f"/status/{code}"))).http_status == code
 
 
 @pytest.mark.parametrize("code", [500, 502, 503, 429])

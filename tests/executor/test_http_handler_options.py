@@ -1,5 +1,6 @@
 """The http handler's options against a real HTTP server: method, custom headers, and what
-a failed answer leaves on the attempt (its status and an excerpt of its body)."""
+an answer leaves on the attempt (its status and an excerpt of its body, in the error of a
+failure and in the attempt's history)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from jobsvc.handlers.base import JobContext
+from jobsvc.handlers.base import HandlerResult, JobContext
 from jobsvc.handlers.errors import InvalidHandlerParams, PermanentError, RetryableError
 from jobsvc.handlers.http import MAX_BODY_EXCERPT_BYTES, HttpHandler
 from jobsvc.handlers.signing import verify
@@ -84,9 +85,9 @@ def url(server: _Server, path: str = "/hook") -> str:
     return f"http://127.0.0.1:{server.server_address[1]}{path}"
 
 
-def run(handler: HttpHandler, params: dict) -> None:
+def run(handler: HttpHandler, params: dict) -> HandlerResult:
     stored = handler.validate_params(params)
-    handler.handle(
+    return handler.handle(
         JobContext(job_id="job1", user_id=7, shard_id=0, attempt=1, message="m", params=stored)
     )
 
@@ -264,7 +265,64 @@ def test_control_characters_of_a_body_are_not_recorded(handler, server):
     assert "bad" in message and "red" in message
 
 
-def test_a_success_reads_no_body(handler, server):
+# --- what the attempt's history keeps ---------------------------------------------------
+
+
+def test_a_success_reports_its_status_and_the_start_of_its_body(handler, server):
+    server.answers["/hook"] = (201, b'{"id": "order-9"}\n')
+
+    assert run(handler, {"url": url(server)}) == HandlerResult(201, '{"id": "order-9"}\n')
+
+
+def test_a_failure_carries_its_status_and_body_for_the_history(handler, server):
+    server.answers["/hook"] = (503, b"maintenance until 10:00")
+
+    with pytest.raises(RetryableError) as failed:
+        run(handler, {"url": url(server)})
+
+    assert failed.value.result == HandlerResult(503, "maintenance until 10:00")
+
+
+def test_an_empty_body_is_no_excerpt(handler, server):
+    server.answers["/hook"] = (204, b"")
+
+    assert run(handler, {"url": url(server)}) == HandlerResult(204, None)
+
+
+def test_the_excerpt_is_bounded_by_its_option_and_cut_on_a_character(server):
+    handler = HttpHandler(
+        signing_secrets=lambda user_id: [SECRET],
+        allowed_hosts=["127.0.0.1:*"],
+        allow_private_addresses=True,
+        answer_excerpts=True,
+        response_excerpt_bytes=5,
+    )
+    server.answers["/hook"] = (200, "abcdé and much more".encode())  # é: bytes 5 and 6
+
+    assert run(handler, {"url": url(server)}).response_excerpt == "abcd"
+    server.answers["/hook"] = (400, b"A" * 2000)
+    with pytest.raises(PermanentError) as failed:
+        run(handler, {"url": url(server)})
+    assert failed.value.result == HandlerResult(400, "AAAAA")
+    assert str(failed.value).count("A") == MAX_BODY_EXCERPT_BYTES  # the error's own bound
+
+
+def test_the_excerpt_keeps_lines_and_drops_other_control_characters(handler, server):
+    server.answers["/hook"] = (200, b"line 1\r\nline\t2\x00\x1b[31m\xff")
+
+    excerpt = run(handler, {"url": url(server)}).response_excerpt
+
+    assert excerpt == "line 1\nline\t2[31m\ufffd"
+
+
+def test_no_excerpt_is_kept_when_its_option_is_zero(server):
+    handler = HttpHandler(
+        signing_secrets=lambda user_id: [SECRET],
+        allowed_hosts=["127.0.0.1:*"],
+        allow_private_addresses=True,
+        answer_excerpts=True,
+        response_excerpt_bytes=0,
+    )
     server.answers["/hook"] = (200, b"fine")
 
-    run(handler, {"url": url(server)})
+    assert run(handler, {"url": url(server)}) == HandlerResult(200, None)

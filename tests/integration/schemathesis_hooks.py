@@ -28,6 +28,8 @@ Loaded by the schemathesis process through SCHEMATHESIS_HOOKS
 
 from __future__ import annotations
 
+import re
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import django
@@ -49,6 +51,7 @@ JOBS = "/api/v1/me/jobs"
 USERS = "/api/v1/users"
 PASSWORD = "/api/v1/me/password"
 HORIZON = timedelta(days=360)  # inside JOBSVC_MAX_SCHEDULE_HORIZON_DAYS (365) either side
+IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")  # jobsvc.jobs.apis accepts these
 FILTERS = {f"{JOBS}/cancel", f"{JOBS}/retry", "/api/v1/jobs/redrive"}
 USERNAME = os.environ["SCHEMATHESIS_USERNAME"]
 PASSWORD_OF_USER = os.environ["SCHEMATHESIS_PASSWORD"]
@@ -79,8 +82,12 @@ def map_case(context, case):
     if case.method.upper() != "POST" or _body_is_negative(case):
         return case
     path = case.operation.path
-    if path == JOBS and isinstance(case.body, dict):
-        case.body = _job_within_rules(case.body)
+    if path == JOBS:
+        _fresh_idempotency_key(case)
+        if isinstance(case.body, list):
+            case.body = [_job_within_rules(j) if isinstance(j, dict) else j for j in case.body]
+        elif isinstance(case.body, dict):
+            case.body = _job_within_rules(case.body)
     elif path.endswith("/reschedule") and isinstance(case.body, dict):
         case.body = _within_rules(case.body)
     elif path in FILTERS and isinstance(case.body, dict):
@@ -88,6 +95,15 @@ def map_case(context, case):
     elif path == PASSWORD and isinstance(case.body, dict):
         case.body = {"current_password": PASSWORD_OF_USER, "new_password": PASSWORD_OF_USER}
     return case
+
+
+def _fresh_idempotency_key(case) -> None:
+    """A valid Idempotency-Key of its own per create: the same key with another body is a
+    422 (a rule over two requests, in the header's description), and generated requests
+    repeat the schema's example keys."""
+    key = (case.headers or {}).get("Idempotency-Key")
+    if isinstance(key, str) and IDEMPOTENCY_KEY.fullmatch(key):
+        case.headers["Idempotency-Key"] = uuid.uuid4().hex
 
 
 def _within_rules(body: dict) -> dict:

@@ -700,6 +700,39 @@ def test_an_owner_frozen_while_publishing_dead_letters_does_not_keep_the_next_ow
     assert letters == []
 
 
+def test_queue_lag_is_the_age_of_the_oldest_due_job_not_started(shard):
+    assert shard.oldest_due_age() == 0.0
+    _jobs(1, 10)  # scheduled, due in ten minutes: not late
+    _jobs(2, -1, status="running", attempts=1, lease=VALID)  # started: not waiting
+    _jobs(3, -20, status="succeeded")  # finished
+    assert shard.oldest_due_age() == 0.0
+
+    _jobs(4, -3, -1)  # scheduled, three minutes overdue
+    assert shard.oldest_due_age() == pytest.approx(180, abs=30)
+
+    [published] = _jobs(5, -7, status="queued", lease=VALID)  # waits for an executor
+    assert shard.oldest_due_age() == pytest.approx(420, abs=30)
+    Job.objects.using(ALIAS).filter(pk=published).update(status="running")
+    assert shard.oldest_due_age() == pytest.approx(180, abs=30)
+
+
+def test_queue_lag_is_one_index_probe_per_user_however_many_jobs_are_due(shard):
+    _jobs(21, *([-1] * 5000))
+    for user_id in (22, 23, 24):
+        _jobs(user_id, -1, 1)
+    _jobs(25, *([-1] * 50), status="queued", lease=VALID)
+    with connections[ALIAS].cursor() as cursor:
+        cursor.execute("ANALYZE jobs")
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {queries.OLDEST_DUE_AGE}")
+        [[plan]] = cursor.fetchall()
+    scans = _scans_of_jobs(json.loads(plan) if isinstance(plan, str) else plan)
+
+    assert scans and {scan["Node Type"] for scan in scans} <= {"Index Scan", "Index Only Scan"}
+    # A probe per user with scheduled jobs, one for the end, and the first queued job: the
+    # heavy user's 5,000 due jobs and the other 49 queued ones are never read.
+    assert _rows_read(scans) <= 7, scans
+
+
 def test_in_flight_by_user_counts_queued_and_running_jobs(shard):
     _jobs(1, -1, status="queued", lease=VALID)
     _jobs(1, -1, status="running", attempts=1, lease=VALID)

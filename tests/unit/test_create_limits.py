@@ -266,3 +266,21 @@ def test_a_request_larger_than_the_burst_is_refused_as_invalid_not_told_to_wait(
 
     assert "at most 20 can be scheduled at once" in refused.value.message
     limits.admit(user_id=1, limits=RATE_ONLY, jobs=20)
+
+
+def test_the_unfinished_count_shown_to_a_user_is_the_one_creates_are_judged_by(clock, counts):
+    limits = limiter(clock, counts, refresh=5.0)
+    counts.stored[1] = 4
+
+    assert limits.usage(user_id=1, limits=CAP_ONLY).jobs == 4
+    limits.admit(user_id=1, limits=CAP_ONLY, jobs=3)  # counted already: not again
+    assert limits.usage(user_id=1, limits=CAP_ONLY).jobs == 7
+    assert counts.calls == 1
+    clock.now += 5.0
+    assert limits.usage(user_id=1, limits=CAP_ONLY).jobs == 4  # counted again: the shards say 4
+
+
+def test_the_burst_is_the_buckets_size_in_whole_jobs(clock, counts):
+    rate = UserLimits(max_unfinished=0, create_rate=2.5)
+    assert limiter(clock, counts, burst_seconds=10.0).burst(rate) == 25
+    assert limiter(clock, counts, burst_seconds=10.0, min_burst=1000).burst(rate) == 1000

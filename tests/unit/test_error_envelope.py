@@ -25,7 +25,7 @@ def handle(exc: Exception):
         (errors.JobNotFound("No job."), 404, "job_not_found"),
         (errors.NotFound("Nothing."), 404, "not_found"),
         (errors.JobNotCancellable("Running."), 409, "job_not_cancellable"),
-        (errors.IdempotencyKeyReused("Reused."), 409, "idempotency_key_reused"),
+        (errors.IdempotencyKeyReused("Reused."), 422, "idempotency_key_reused"),
         (errors.SignupDisabled("Off."), 403, "signup_disabled"),
         (errors.JobWeightNeedsStaff("Staff."), 403, "job_weight_needs_staff"),
         (errors.InvalidInput("Bad."), 400, "invalid"),

@@ -2,9 +2,10 @@
 
 Every create carries its own `Idempotency-Key` and is retried with that key while the
 API does not answer (refused, timed out, 5xx, 429), so a create is never made twice;
-only a create the API acknowledged (201, or 200 replayed) enters the history. A create
-still unacknowledged after `GIVE_UP_SECONDS` is indeterminate (it may exist) and counted
-apart. Half the jobs use the `http` handler (to the receiver), half the no-op `default`.
+only a create the API acknowledged (201, whether first answered or replayed) enters the
+history. A create still unacknowledged after `GIVE_UP_SECONDS` is indeterminate (it may
+exist) and counted apart. Half the jobs use the `http` handler (to the receiver), half
+the no-op `default`.
 
 With ``burst``, a fourth user also creates that many no-op jobs in one bulk request every
 `BURST_EVERY_SECONDS`, all due at one instant `BURST_LEAD_SECONDS` later: a backlog that

@@ -93,6 +93,7 @@ class Command(BaseCommand):
                 registry=registry,
                 retry_base_delay=settings.RETRY_BASE_DELAY,
                 retry_max_delay=settings.RETRY_MAX_DELAY,
+                response_excerpt_bytes=settings.ATTEMPT_RESPONSE_EXCERPT_BYTES,
             ),
             producer=producer,
             on_partitions_changed=registration.partitions_changed,
