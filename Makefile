@@ -82,8 +82,9 @@ lint: bootstrap
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# Debian packages only the benchmarks need: wrk generates the API load.
-BENCH_APT_PACKAGES := wrk
+# Debian packages only the benchmarks need: wrk generates the API load; redis-server is
+# the broker of Celery, one of the peers the `peers` scenario measures beside jobsvc.
+BENCH_APT_PACKAGES := wrk redis-server
 
 # The deployment files alone, without a stack or a Docker engine: tests/deploy validates
 # docker-compose.yml against the compose schema and the app's settings, runs promtool on

@@ -26,6 +26,8 @@ they are missing. What each one reads:
   of ``{"p50_ms", "p99_ms", "max_ms"}``), ``checks.lateness.p99_limit_ms``, ``memory_mib``
   (``{role: {"pss_mib": [...]}}``) and ``tables`` (``total_mib``, ``indexes_mib``,
   ``dead_tuples``): lateness, memory and the jobs tables per minute.
+- ``peers``: ``results`` (``[{"system", "drain": {"jobs_per_second"}, "lateness":
+  {"p50_ms", "p99_ms"}}]``): drain rate and lateness of each system, side by side.
 """
 
 from __future__ import annotations
@@ -401,6 +403,39 @@ def _soak_tables(tables: dict, out: Path) -> Plot:
     return _save(figure, out, "soak_tables.png", title)
 
 
+def peers_plots(result: dict, out: Path) -> list[Plot]:
+    rows = result.get("results") or []
+    if not rows:
+        return []
+    plt = _pyplot()
+    figure, (drain, late) = plt.subplots(1, 2, figsize=(10.0, 4.0))
+    systems = [row["system"] for row in rows]
+    positions = list(range(len(rows)))
+    rates = [(row.get("drain") or {}).get("jobs_per_second") or 0 for row in rows]
+    drain.bar(positions, rates, color=[f"C{n}" for n in positions])
+    drain.set_xticks(positions, systems)
+    drain.set_ylabel("jobs/s, first start to last")
+    drain.set_title("Drain of a backlog due now")
+    drain.grid(True, axis="y", alpha=0.3)
+    width = 0.4
+    for offset, key in ((-width / 2, "p50_ms"), (width / 2, "p99_ms")):
+        late.bar(
+            [n + offset for n in positions],
+            [_positive((row.get("lateness") or {}).get(key)) for row in rows],
+            width=width,
+            label=key.removesuffix("_ms"),
+        )
+    late.set_xticks(positions, systems)
+    late.set_yscale("log")
+    late.set_ylabel("start - due, ms (log scale)")
+    late.set_title("Lateness at 1,389 jobs/s")
+    late.grid(True, axis="y", which="both", alpha=0.3)
+    late.legend(fontsize=8)
+    title = "jobsvc beside PgQueuer and Celery on the same machine"
+    figure.suptitle(title)
+    return [_save(figure, out, "peers.png", title)]
+
+
 PLOTTERS: dict[str, Callable[[dict, Path], list[Plot]]] = {
     "dispatch_lateness": lateness_plots,
     "dispatch_fairness": fairness_plots,
@@ -413,4 +448,5 @@ PLOTTERS: dict[str, Callable[[dict, Path], list[Plot]]] = {
     "end_to_end": end_to_end_plots,
     "failover": failover_plots,
     "soak": soak_plots,
+    "peers": peers_plots,
 }

@@ -127,6 +127,12 @@ def soak(context: BenchContext) -> dict:
     return run_soak(context)
 
 
+def peers(context: BenchContext) -> dict:
+    from tools.bench.peers.scenario import run_peers
+
+    return run_peers(context)
+
+
 def failover(context: BenchContext) -> dict:
     from tools.bench.failover import run_failover
 
@@ -152,6 +158,7 @@ SCENARIOS: dict[str, Callable[[BenchContext], dict]] = {
     "fairness_with_retries": fairness_with_retries,
     "end_to_end": end_to_end,
     "failover": failover,
+    "peers": peers,
     "soak": soak,
 }
 # Scenarios a run without --only leaves out: they take long (the soak: half an hour).

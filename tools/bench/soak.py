@@ -40,8 +40,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.conf import settings
 from django.db import connections
 
+from jobsvc.messaging.consumer_group import MessagingUnavailable, consumer_group_view
 from jobsvc.sharding.shards import shard_alias, shard_ids
 from tools.bench import memory, soak_numbers
 from tools.bench.api_create import served_api
@@ -51,6 +53,7 @@ from tools.bench.dispatch import (
     _on_every_shard,
     _scenario_env,
     _setup,
+    _wait,
     _workers,
 )
 from tools.bench.processes import WorkerProcess
@@ -64,6 +67,7 @@ CONNECTIONS = 4  # the load generator's keep-alive connections (the API has 4 sy
 SAMPLE_SECONDS = 5.0  # between samples of memory, tables and CPU
 DRAIN_SECONDS = 60.0  # after the last request, for the last jobs to run
 START_SLACK_SECONDS = 120.0  # the load generator's start-up and drain, beyond the minutes
+EXECUTOR_JOIN_TIMEOUT = 60.0  # seconds for the executors' consumer group to settle
 MIB = 1024**2
 
 
@@ -88,6 +92,7 @@ def run_soak(context) -> dict:
         _clean_slate(),
         _workers(context, env, schedulers=2, executors=2) as workers,
     ):
+        _wait_for_executors(env, workers)
         loadgen = WorkerProcess(
             kind="loadgen",
             name="soak-loadgen",
@@ -107,6 +112,25 @@ def run_soak(context) -> dict:
     return soak_result(
         minutes=minutes, samples=samples, jobs=jobs, loadgen=loadgen_summary, roles=roles
     )
+
+
+def _wait_for_executors(env: dict[str, str], workers) -> None:
+    """Until the executors' consumer group is stable with every executor holding
+    partitions: the first minute measures the system, not the group's first join."""
+    topic, group = env["JOBSVC_KAFKA_JOBS_TOPIC"], env["JOBSVC_EXECUTOR_GROUP_ID"]
+    executors = sum(1 for worker in workers if worker.kind == "executor")
+
+    def joined() -> bool:
+        try:
+            view = consumer_group_view(
+                bootstrap=settings.KAFKA_BOOTSTRAP, group_id=group, topic=topic, timeout=5.0
+            )
+        except MessagingUnavailable:
+            return False
+        holding = [member for member in view.members if member.partitions]
+        return view.state == "stable" and len(holding) == executors
+
+    _wait(joined, timeout=EXECUTOR_JOIN_TIMEOUT, what="the executors joined", workers=workers)
 
 
 def _loadgen_argv(api: str, minutes: int, summary_file: Path) -> list[str]:
