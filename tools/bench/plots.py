@@ -309,6 +309,12 @@ def _minutes(values: Sequence) -> list[int]:
     return list(range(1, len(values) + 1))
 
 
+def _whole_minutes(axes) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def _positive(value) -> float:
     return float("nan") if value is None else max(value, 0.5)  # a log axis: clamp at 0.5
 
@@ -339,6 +345,7 @@ def _soak_lateness(result: dict, started: list[dict], out: Path) -> Plot:
         axes.axhline(limit, color="grey", linestyle=":", label=f"p99 limit {limit:g} ms")
     axes.set_yscale("log")
     axes.set_xlabel("minute (by due time)")
+    _whole_minutes(axes)
     axes.set_ylabel("ms (log scale)")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize=8, ncol=2)
@@ -362,6 +369,7 @@ def _soak_memory(memory: dict[str, dict], out: Path) -> Plot:
         )
     axes.set_yscale("log")
     axes.set_xlabel("minute")
+    _whole_minutes(axes)
     axes.set_ylabel("PSS MiB (log scale)")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize=7, ncol=2, loc="center left", bbox_to_anchor=(1.0, 0.5))
@@ -383,6 +391,7 @@ def _soak_tables(tables: dict, out: Path) -> Plot:
             label=key.removesuffix("_mib").replace("_", " ") + " MiB",
         )
     axes.set_xlabel("minute")
+    _whole_minutes(axes)
     axes.set_ylabel("MiB, all shards")
     axes.grid(True, alpha=0.3)
     dead = tables.get("dead_tuples") or []

@@ -338,7 +338,7 @@ def _celery(python: Path, url: str) -> Peer:
         env=env,
         worker_argv=lambda index: [
             *(celery, "-A", "tools.bench.peers.celery_peer", "worker", "--pool", "solo"),
-            *("--without-gossip", "--without-mingle", "--without-heartbeat"),
+            *("--concurrency", "1", "--without-gossip", "--without-mingle", "--without-heartbeat"),
             *("--queues", "peers", "--loglevel", "WARNING", "--hostname", f"peer{index}@%h"),
         ],
         enqueue_argv=[str(python), "-m", "tools.bench.peers.celery_peer", "enqueue"],
