@@ -271,11 +271,11 @@ def _peer_env(python: Path, extra: dict[str, str]) -> dict[str, str]:
 def _pgqueuer(python: Path, dsn: str) -> Peer:
     pgq = str(python.parent / "pgq")
 
-    def ready() -> bool:  # each worker holds a connection, listening, once it runs
+    def ready() -> bool:  # each worker holds one connection once it runs
         with connections[shard_alias(0)].cursor() as cursor:
             cursor.execute(
                 "SELECT count(*) FROM pg_stat_activity"
-                " WHERE datname = %s AND query ILIKE 'LISTEN%%'",
+                " WHERE datname = %s AND backend_type = 'client backend'",
                 [PGQUEUER_DATABASE],
             )
             return cursor.fetchone()[0] >= WORKERS
