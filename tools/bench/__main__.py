@@ -5,6 +5,10 @@ throwaway stack first and passes its environment in. Each scenario starts the ap
 processes it needs on that stack, measures, and returns its numbers; the suite writes
 them to ``bench-results/results.json`` and a Markdown report ``bench-results/report.md``
 with PNG plots next to it (``tools/bench/report.py``, ``tools/bench/plots.py``).
+
+A run without ``--only`` runs every scenario but the soak (``tools/bench/soak.py``: half an
+hour at the design peak), which runs when named: ``--only soak [--soak-minutes N]``. The
+``peers`` scenario (``tools/bench/peers/``) is part of the full run.
 """
 
 from __future__ import annotations
