@@ -219,3 +219,37 @@ def test_the_soak_plots_lateness_memory_and_tables(tmp_path):
         "soak_tables.png",
     ]
     assert all((tmp_path / plot.file).stat().st_size > 1000 for plot in plots)
+
+
+def test_shared_buffers_filling_up_is_not_growth_but_private_memory_is():
+    roles = [memory.Role("postgres-a", 9, tree=True)]
+
+    def samples(private_growth: float) -> list[Sample]:
+        return [
+            Sample(
+                at=1000.0 + 10 * n,
+                memory={
+                    "postgres-a": {
+                        "rss": 900.0,
+                        "pss": 60.0 + 20.0 * (n // 6) + private_growth * (n // 6),
+                        "pss_shmem": 20.0 * (n // 6),  # the shared buffers being touched
+                    }
+                },
+                tables={},
+                indexes={},
+                cpu={},
+                broker_disk_mib=0.0,
+                page_cache_mib=0.0,
+            )
+            for n in range(6 * 6)
+        ]
+
+    filling = soak_result(
+        minutes=6, samples=samples(0.0), jobs=_jobs(6), loadgen=LOADGEN, roles=roles
+    )
+    assert filling["memory_mib"]["postgres-a"]["pss_mib"][-1] == 160.0
+    assert filling["checks"]["memory_growth"]["grown"] == []
+    leaking = soak_result(
+        minutes=6, samples=samples(5.0), jobs=_jobs(6), loadgen=LOADGEN, roles=roles
+    )
+    assert leaking["checks"]["memory_growth"]["grown"] == ["postgres-a"]
