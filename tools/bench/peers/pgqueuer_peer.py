@@ -1,10 +1,11 @@
 """PgQueuer's side of the peers benchmark; runs in the peers' venv (``venv.py``).
 
-Its documented fast path: the asyncpg driver, the ``pgq run`` worker (uvloop), an async
-no-op entrypoint, durable tables (the default) on the bench stack's PostgreSQL. The
-worker processes are started as users start them::
+Its documented fast path: the asyncpg driver, uvloop, an async no-op entrypoint, durable
+tables (the default) on the bench stack's PostgreSQL. Each worker process runs
+``PgQueuer.run`` (what ``pgq run`` runs; the ``pgq`` command itself fails in 1.6.0 with
+the pinned typer, before it loads a factory)::
 
-    pgq run tools.bench.peers.pgqueuer_peer:create_pgqueuer --batch-size 10
+    python -m tools.bench.peers.pgqueuer_peer work --batch-size 10
 
 and the jobs are enqueued in batches through ``Queries.enqueue``; a job due later gets
 ``execute_after`` (a delay from the insert)::
@@ -19,11 +20,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 import time
 from datetime import timedelta
 
 import asyncpg
+import uvloop
 from pgqueuer import PgQueuer
 from pgqueuer.db import AsyncpgDriver
 from pgqueuer.models import Job
@@ -37,7 +40,7 @@ ENQUEUE_BATCH = 1000  # jobs per enqueue call
 
 
 async def create_pgqueuer() -> PgQueuer:
-    """The ``pgq run`` factory: one connection, one no-op entrypoint that records its start."""
+    """One connection, one no-op entrypoint that records its start."""
     connection = await asyncpg.connect(dsn=os.environ[DSN_ENV])
     pgq = PgQueuer(AsyncpgDriver(connection))
     log = StartLog.from_env()
@@ -47,6 +50,15 @@ async def create_pgqueuer() -> PgQueuer:
         log.record(float(job.payload) if job.payload else None)
 
     return pgq
+
+
+async def work(*, batch_size: int) -> None:
+    """Run jobs until SIGTERM or SIGINT, then shut down as ``pgq run`` does."""
+    pgq = await create_pgqueuer()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, pgq.shutdown.set)
+    await pgq.run(batch_size=batch_size)
 
 
 async def enqueue(*, jobs: int, first_due: float | None, rate: float) -> None:
@@ -84,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.bench.peers.pgqueuer_peer")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("install")
+    worker = commands.add_parser("work")
+    worker.add_argument("--batch-size", type=int, default=10, help="jobs per dequeue")
     add = commands.add_parser("enqueue")
     add.add_argument("--jobs", type=int, required=True)
     add.add_argument("--first-due", type=float, help="Unix time the first job is due")
@@ -91,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "install":
         asyncio.run(install())
+    elif args.command == "work":
+        uvloop.run(work(batch_size=args.batch_size))
     else:
         asyncio.run(enqueue(jobs=args.jobs, first_due=args.first_due, rate=args.rate))
     return 0

@@ -269,7 +269,6 @@ def _peer_env(python: Path, extra: dict[str, str]) -> dict[str, str]:
 
 
 def _pgqueuer(python: Path, dsn: str) -> Peer:
-    pgq = str(python.parent / "pgq")
 
     def ready() -> bool:  # each worker holds one connection once it runs
         with connections[shard_alias(0)].cursor() as cursor:
@@ -284,8 +283,8 @@ def _pgqueuer(python: Path, dsn: str) -> Peer:
         name="pgqueuer",
         env=_peer_env(python, {"PEERS_PG_DSN": dsn}),
         worker_argv=lambda index: [
-            *(pgq, "run", "tools.bench.peers.pgqueuer_peer:create_pgqueuer"),
-            *("--batch-size", str(PGQUEUER_BATCH), "--log-level", "WARNING"),
+            *(str(python), "-m", "tools.bench.peers.pgqueuer_peer", "work"),
+            *("--batch-size", str(PGQUEUER_BATCH)),
         ],
         enqueue_argv=[str(python), "-m", "tools.bench.peers.pgqueuer_peer", "enqueue"],
         ready=ready,
@@ -399,7 +398,8 @@ def _setup_text(result: dict) -> str:
         f"{v['postgresql']} servers, Apache Kafka, ZooKeeper; the backlog COPY-loaded into "
         "the shards, the timed jobs created through the API (dispatch_lateness). "
         f"PgQueuer {v['pgqueuer']} (asyncpg {v['asyncpg']}, uvloop {v['uvloop']}): "
-        f"{WORKERS} `pgq run` processes, batch size {PGQUEUER_BATCH}, an async no-op "
+        f"{WORKERS} worker processes running PgQueuer.run (as `pgq run` does) on uvloop, "
+        f"batch size {PGQUEUER_BATCH}, an async no-op "
         "entrypoint, durable tables in a database of its own on the bench's first PostgreSQL "
         f"server; jobs enqueued in batches of 1,000, timed ones with execute_after. "
         f"Celery {v['celery']} (kombu {v['kombu']}, redis-py {v['redis']}) on Redis "
