@@ -15,7 +15,7 @@ from tools.bench.peers.records import (
     lateness_numbers,
     read_starts,
 )
-from tools.bench.peers.scenario import peers_markdown
+from tools.bench.peers.scenario import peers_markdown, systems_summary
 from tools.bench.plots import plot_scenario
 
 
@@ -96,3 +96,19 @@ def test_the_table_has_a_row_per_system_and_a_dash_for_what_is_missing():
 def test_the_peers_plot_is_drawn(tmp_path):
     [plot] = plot_scenario("peers", RESULT, tmp_path)
     assert (tmp_path / plot.file).stat().st_size > 1000
+
+
+def test_the_summary_by_system_has_what_the_docs_page_reads():
+    systems = systems_summary(RESULT["results"], {"celery": "5.7.0"})
+    assert systems == {
+        "jobsvc": {
+            "version": None,
+            "drain_jobs_per_second": 10_000,
+            "lateness_ms": {"p50": 12.3, "p99": 48.0},
+        },
+        "celery": {
+            "version": "5.7.0",
+            "drain_jobs_per_second": 2_000,
+            "lateness_ms": {"p50": None, "p99": None},
+        },
+    }

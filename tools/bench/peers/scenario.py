@@ -110,6 +110,7 @@ def run_peers(context) -> dict:
         "versions": versions | {"redis-server": _redis_version(), **_postgres_version()},
         "results": rows,
     }
+    result["systems"] = systems_summary(rows, result["versions"])
     result["setup"] = _setup_text(result)
     result["markdown"] = peers_markdown(result)
     return result
@@ -411,6 +412,19 @@ def _setup_text(result: dict) -> str:
         f"{result['due_rate_per_second']:,}/s for {result['due_over_seconds']} s, all "
         "created before the first is due, start - due"
     )
+
+
+def systems_summary(rows: list[dict], versions: dict[str, str]) -> dict[str, dict]:
+    """The figures docs/benchmarks.md shows, by system: the peers' versions, the drain rate
+    and the lateness p50 and p99."""
+    return {
+        row["system"]: {
+            "version": versions.get(row["system"]),
+            "drain_jobs_per_second": row["drain"]["jobs_per_second"],
+            "lateness_ms": {"p50": row["lateness"]["p50_ms"], "p99": row["lateness"]["p99_ms"]},
+        }
+        for row in rows
+    }
 
 
 def _cell(value, digits: int = 0) -> str:
