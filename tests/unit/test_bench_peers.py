@@ -10,6 +10,7 @@ import pytest
 from tools.bench.peers.records import (
     RECORD_DIR_ENV,
     StartLog,
+    censored_lateness,
     count_starts,
     drain_numbers,
     lateness_numbers,
@@ -65,6 +66,24 @@ def test_lateness_is_start_minus_due_in_milliseconds():
     assert numbers["min_ms"] == pytest.approx(-1.0, abs=0.01)
 
 
+def test_jobs_that_never_started_count_as_starting_at_the_end_of_the_wait():
+    dues = [100.0 + n / 10 for n in range(10)]  # 100.0 .. 100.9
+    started = [(due + 0.005, due) for due in dues[:8]]  # 5 ms late; the last two never
+    numbers = censored_lateness(started, dues, now=110.0)
+    assert numbers["unstarted"] == 2
+    assert numbers["jobs"] == 10
+    assert numbers["p50_ms"] == pytest.approx(5.0, abs=0.01)
+    assert numbers["max_ms"] == pytest.approx(9_200.0, abs=0.01)  # 110.0 - 100.8
+
+
+def test_when_every_job_started_censoring_changes_nothing():
+    dues = [100.0 + n / 10 for n in range(10)]
+    started = [(due + 0.005, due) for due in dues]
+    assert censored_lateness(started, dues, now=500.0) == lateness_numbers(started) | {
+        "unstarted": 0
+    }
+
+
 def test_no_jobs_no_lateness():
     assert lateness_numbers([])["p99_ms"] is None
 
@@ -91,6 +110,18 @@ def test_the_table_has_a_row_per_system_and_a_dash_for_what_is_missing():
     assert table[2] == "| jobsvc | 10,000 | 12.3 | 48.0 | 90.0 |"
     assert table[3] == "| celery | 2,000 | - | - | - |"
     assert table[-1] == "Setup: made up."
+
+
+def test_a_peer_that_did_not_finish_shows_lower_bounds_and_says_why():
+    row = {
+        "system": "celery",
+        "drain": {"jobs": 90_000, "seconds": 60.0, "jobs_per_second": 1_500, "unstarted": 10_000},
+        "lateness": {"p50_ms": 4000.0, "p99_ms": 9000.0, "max_ms": 9500.0, "unstarted": 700},
+    }
+    table = peers_markdown({"setup": "made up", "results": [row]})
+    assert "| celery | 1,500 | ≥ 4,000.0 | ≥ 9,000.0 | ≥ 9,500.0 |" in table
+    assert "10,000 of the drain's jobs had not started" in table
+    assert "700 of the timed jobs had not started" in table
 
 
 def test_the_peers_plot_is_drawn(tmp_path):

@@ -3,10 +3,11 @@
 The Celery app, with Redis (``$PEERS_REDIS_URL``) as broker and its documented settings
 for many short tasks: no result backend (results ignored), a high prefetch multiplier,
 JSON. A job due later is an ETA task. The worker processes are started as users start
-them, one process each (the solo pool runs the task in the process that receives it)::
+them, each with a pool of threads: for no-op tasks and ETA tasks the fastest of Celery's
+pools on this machine (prefork and solo started ETA tasks seconds late)::
 
-    celery -A tools.bench.peers.celery_peer worker --pool solo --without-gossip \\
-        --without-mingle --without-heartbeat -Q peers
+    celery -A tools.bench.peers.celery_peer worker --pool threads --concurrency 4 \\
+        --without-gossip --without-mingle --without-heartbeat -Q peers
 
 and the jobs are sent with ``apply_async`` over one producer connection::
 
@@ -22,10 +23,11 @@ import argparse
 import os
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 from celery import Celery
 
-from tools.bench.peers.records import StartLog
+from tools.bench.peers.records import RECORD_DIR_ENV, StartLog
 
 QUEUE = "peers"
 PREFETCH_MULTIPLIER = 100  # Celery's advice for many short tasks: fetch more at a time
@@ -43,14 +45,11 @@ app.conf.update(
     broker_connection_retry_on_startup=True,
     enable_utc=True,
 )
-_log: StartLog | None = None
+_log = StartLog(Path(os.environ.get(RECORD_DIR_ENV, ".")))  # opens on the first task
 
 
 @app.task(name="noop", ignore_result=True)
 def noop(due: float | None = None) -> None:
-    global _log  # one log per worker process, opened on its first task
-    if _log is None:
-        _log = StartLog.from_env()
     _log.record(due)
 
 

@@ -9,13 +9,16 @@ count the lines while the workers run.
 The measures are the same for jobsvc (its ``started_at`` and ``execute_at``) and the peers:
 
 - ``drain_numbers``: jobs over the time from the first start to the last;
-- ``lateness_numbers``: percentiles of start - due, in milliseconds.
+- ``lateness_numbers``: percentiles of start - due, in milliseconds;
+- ``censored_lateness``: the same when some jobs had not started by the end of the wait,
+  each of those counted as starting then: the percentiles become lower bounds.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -24,12 +27,14 @@ RECORD_DIR_ENV = "PEERS_RECORD_DIR"
 
 
 class StartLog:
-    """One worker process's record of the jobs it started. Open lazily, after a fork."""
+    """One worker process's record of the jobs it started: opened lazily (after a fork),
+    safe to call from a pool's threads."""
 
     def __init__(self, directory: Path) -> None:
         self._directory = directory
         self._file = None
         self._pid = 0
+        self._lock = threading.Lock()
 
     @classmethod
     def from_env(cls) -> StartLog:
@@ -37,12 +42,14 @@ class StartLog:
 
     def record(self, due: float | None) -> None:
         started = time.time()
-        if self._file is None or self._pid != os.getpid():
-            self._pid = os.getpid()
-            self._file = open(  # noqa: SIM115 (open for the process's life)
-                self._directory / f"starts-{self._pid}.txt", "a", buffering=1
-            )
-        self._file.write(f"{started:.6f} {'-' if due is None else f'{due:.6f}'}\n")
+        line = f"{started:.6f} {'-' if due is None else f'{due:.6f}'}\n"
+        with self._lock:
+            if self._file is None or self._pid != os.getpid():
+                self._pid = os.getpid()
+                self._file = open(  # noqa: SIM115 (open for the process's life)
+                    self._directory / f"starts-{self._pid}.txt", "a", buffering=1
+                )
+            self._file.write(line)
 
 
 def count_starts(directory: Path) -> int:
@@ -90,4 +97,18 @@ def lateness_numbers(pairs: Iterable[tuple[float, float]]) -> dict:
         "p99_ms": round(_percentile(late, 99), 1),
         "max_ms": round(late[-1], 1),
         "min_ms": round(late[0], 1),  # below 0: a job started before it was due
+    }
+
+
+def censored_lateness(
+    pairs: Iterable[tuple[float, float]], dues: Iterable[float], *, now: float
+) -> dict:
+    """``lateness_numbers`` of the ``(start, due)`` pairs and of every one of ``dues`` that
+    did not start, as if it started ``now`` (a lower bound on its lateness); ``unstarted``
+    counts those. A due time is matched to a start by its microseconds, as recorded."""
+    pairs = list(pairs)
+    started = {f"{due:.6f}" for _, due in pairs}
+    missing = [due for due in dues if f"{due:.6f}" not in started]
+    return lateness_numbers([*pairs, *((now, due) for due in missing)]) | {
+        "unstarted": len(missing)
     }
