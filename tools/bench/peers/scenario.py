@@ -431,7 +431,8 @@ def _setup_text(result: dict) -> str:
         f"Drain: {result['drain_jobs']:,} jobs due before the workers start, jobs over "
         f"first start to last start. Lateness: {result['due_jobs']:,} jobs due at "
         f"{result['due_rate_per_second']:,}/s for {result['due_over_seconds']} s, all "
-        "created before the first is due, start - due"
+        f"created before the first is due (the peers' at least 1 s per "
+        f"{ENQUEUE_RATE_FLOOR} jobs ahead of it, with their workers running), start - due"
     )
 
 
