@@ -22,8 +22,8 @@ they are missing. What each one reads:
 - ``failover``: ``series`` (``finished_per_second``, ``started_late_ms_p99_by_due_second``),
   ``kill_at_seconds``, ``due_over_seconds``, ``pre_kill_finished_per_second`` and
   ``lateness_quantiles_ms``.
-- ``soak``: ``per_minute`` (``started_minus_due_ms`` and ``dispatched_minus_due_ms``, lists
-  of ``{"p50_ms", "p99_ms", "max_ms"}``), ``checks.lateness.p99_limit_ms``, ``memory_mib``
+- ``soak``: ``per_minute.started_minus_due_ms`` (a list of ``{"p50_ms", "p99_ms",
+  "max_ms"}``), ``checks.lateness.p99_limit_ms``, ``memory_mib``
   (``{role: {"pss_mib": [...]}}``) and ``tables`` (``total_mib``, ``indexes_mib``,
   ``dead_tuples``): lateness, memory and the jobs tables per minute.
 - ``peers``: ``results`` (``[{"system", "drain": {"jobs_per_second"}, "lateness":
@@ -330,15 +330,6 @@ def _soak_lateness(result: dict, started: list[dict], out: Path) -> Plot:
             color=f"C{index}",
             marker=".",
             label=f"started - due {key.removesuffix('_ms')}",
-        )
-    dispatched = result["per_minute"].get("dispatched_minus_due_ms") or []
-    if dispatched:
-        axes.plot(
-            _minutes(dispatched),
-            [_positive(row["p99_ms"]) for row in dispatched],
-            color="C3",
-            linestyle="--",
-            label="dispatched - due p99",
         )
     limit = ((result.get("checks") or {}).get("lateness") or {}).get("p99_limit_ms")
     if limit:
