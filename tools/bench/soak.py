@@ -39,7 +39,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
@@ -82,6 +82,9 @@ class Sample:
     cpu: dict[str, float]  # CPU seconds so far by kind of process
     broker_disk_mib: float
     page_cache_mib: float
+    # Counters so far: the shards' blocks read from outside shared buffers and found in
+    # them (pg_stat_database), and the machine's CPU seconds waiting on I/O.
+    counters: dict[str, float] = field(default_factory=dict)
 
 
 def run_soak(context) -> dict:
@@ -212,6 +215,7 @@ def _sample_until_done(
                 cpu=cpu.sample(),
                 broker_disk_mib=memory.directory_mib(broker_root),
                 page_cache_mib=memory.page_cache_mib(),
+                counters=_io_counters(),
             )
         )
         next_at += SAMPLE_SECONDS
@@ -234,6 +238,9 @@ _INDEX_SQL = """
 SELECT indexrelname, pg_relation_size(indexrelid)
   FROM pg_stat_user_indexes WHERE relid = 'jobs'::regclass
 """
+_BLOCKS_SQL = """
+SELECT blks_read, blks_hit FROM pg_stat_database WHERE datname = current_database()
+"""
 _TABLE_FIELDS = ("total_mib", "heap_mib", "indexes_mib", "live_tuples", "dead_tuples", "vacuums")
 
 
@@ -248,11 +255,27 @@ def _table_stats() -> tuple[dict[str, float], dict[str, float]]:
             row = cursor.fetchone()
             cursor.execute(_INDEX_SQL)
             index_rows = cursor.fetchall()
-        for field, value in zip(_TABLE_FIELDS, row, strict=True):
-            tables[field] += value / MIB if field.endswith("_mib") else value
+        for name, value in zip(_TABLE_FIELDS, row, strict=True):
+            tables[name] += value / MIB if name.endswith("_mib") else value
         for name, size in index_rows:
             indexes[name] += size / MIB
     return dict(tables), dict(indexes)
+
+
+def _io_counters() -> dict[str, float]:
+    """Blocks the shards read from outside shared buffers and found in them, summed, and
+    the machine's CPU seconds waiting on I/O (/proc/stat), so far."""
+    counters = {"blocks_read": 0.0, "blocks_hit": 0.0}
+    for shard_id in shard_ids():
+        with connections[shard_alias(shard_id)].cursor() as cursor:
+            cursor.execute(_BLOCKS_SQL)
+            read, hit = cursor.fetchone()
+        counters["blocks_read"] += read
+        counters["blocks_hit"] += hit
+    with open("/proc/stat") as stat:
+        ticks = stat.readline().split()
+    counters["iowait_seconds"] = int(ticks[5]) / os.sysconf("SC_CLK_TCK")
+    return counters
 
 
 def _histogram_sql(column: str) -> str:
@@ -322,10 +345,10 @@ def soak_result(
     dispatch = soak_numbers.minute_lateness(jobs["dispatched_minus_due"], minutes)
     memory_by_role = _memory_series(samples, [role.name for role in roles], start, minutes)
     tables = {
-        field: soak_numbers.minute_levels(
-            [(s.at, s.tables.get(field, 0.0)) for s in samples], start=start, minutes=minutes
+        name: soak_numbers.minute_levels(
+            [(s.at, s.tables.get(name, 0.0)) for s in samples], start=start, minutes=minutes
         )
-        for field in _TABLE_FIELDS
+        for name in _TABLE_FIELDS
     }
     index_names = sorted({name for s in samples for name in s.indexes})
     tables["index_mib"] = {
@@ -360,6 +383,20 @@ def soak_result(
             [(s.at, s.page_cache_mib) for s in samples], start=start, minutes=minutes
         ),
         "cpu_cores": cpu_cores,
+        # Per second in each minute: blocks the shards read from outside their shared
+        # buffers and found in them, and the machine's cores waiting on I/O.
+        "io": {
+            name: soak_numbers.minute_rates(
+                [(s.at, s.counters[counter]) for s in samples if counter in s.counters],
+                start=start,
+                minutes=minutes,
+            )
+            for name, counter in (
+                ("blocks_read_per_s", "blocks_read"),
+                ("blocks_hit_per_s", "blocks_hit"),
+                ("iowait_cores", "iowait_seconds"),
+            )
+        },
         "statuses": jobs["statuses"],
         "early": jobs["early"],
         "loadgen": {
