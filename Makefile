@@ -40,8 +40,9 @@ APT_PACKAGES := postgresql zookeeper default-jre-headless maven python3-venv pro
 # the fault campaign cuts links and builds its clock shim (its short run is part of
 # `make test`).
 TEST_APT_PACKAGES := chromium chromium-driver iptables gcc libc6-dev
-# Debian packages only the benchmarks need: wrk generates the API load.
-BENCH_APT_PACKAGES := wrk
+# Debian packages only the benchmarks need: wrk generates the API load; redis-server is
+# the broker of Celery, one of the peers the `peers` scenario measures beside jobsvc.
+BENCH_APT_PACKAGES := wrk redis-server
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 ARGS ?=
 

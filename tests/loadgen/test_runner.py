@@ -7,6 +7,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -23,6 +24,7 @@ class FakeApi:
     def __init__(self) -> None:
         self.fail_with: int | None = None
         self.created: list[str] = []
+        self.received: list[tuple[float, str]] = []  # (when, execute_at) of each job
         self.tokens: list[str] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -52,6 +54,7 @@ class FakeApi:
                 jobs = [{"id": new_job_id(shard_id=n % 2), **item} for n, item in enumerate(items)]
                 with api._lock:
                     api.created += [job["id"] for job in jobs]
+                    api.received += [(time.time(), item["execute_at"]) for item in items]
                     api.tokens.append(self.headers["Authorization"])
                 self._answer(201, {"success": True, "data": jobs if body is items else jobs[0]})
 
@@ -176,6 +179,23 @@ def test_jobs_due_later_are_not_looked_up_before_their_time(api):
     summary = generator.run().as_dict()
     assert looked_up == []
     assert summary["unfinished"] == {"due": 0, "not_yet_due": 200}
+
+
+def test_with_a_lead_every_job_is_due_that_long_after_its_request(api):
+    generator = LoadGenerator(
+        config=config(api, lead=5.0, horizon=0.0, duration=0.5, drain=0.0),
+        users=USERS,
+        lookup=every_job_ran_at_once,
+        shard_of=shard_of,
+        write=lambda line: None,
+    )
+    summary = generator.run().as_dict()
+
+    assert summary["created"] == len(api.received) == 100
+    for received, execute_at in api.received:
+        due = datetime.fromisoformat(execute_at).timestamp()
+        assert 4.0 < due - received <= 5.0  # sent just before the fake API received it
+    assert summary["unfinished"] == {"due": 0, "not_yet_due": 100}
 
 
 def test_stop_ends_the_run_early_with_a_summary(api):

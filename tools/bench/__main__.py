@@ -5,6 +5,10 @@ throwaway stack first and passes its environment in. Each scenario starts the ap
 processes it needs on that stack, measures, and returns its numbers; the suite writes
 them to ``bench-results/results.json`` and a Markdown report ``bench-results/report.md``
 with PNG plots next to it (``tools/bench/report.py``, ``tools/bench/plots.py``).
+
+A run without ``--only`` runs every scenario but the soak (``tools/bench/soak.py``: half an
+hour at the design peak), which runs when named: ``--only soak [--soak-minutes N]``. The
+``peers`` scenario (``tools/bench/peers/``) is part of the full run.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from pathlib import Path
 from tools.bench import report
 from tools.bench.plots import Plot, plot_scenario
 from tools.bench.processes import stop_on_sigterm
-from tools.bench.scenarios import SCENARIOS, BenchContext
+from tools.bench.scenarios import ON_REQUEST, SCENARIOS, BenchContext
 
 RESULTS_DIR = Path("bench-results")
 
@@ -28,12 +32,26 @@ RESULTS_DIR = Path("bench-results")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes: the suite in minutes")
-    parser.add_argument("--only", nargs="*", choices=sorted(SCENARIOS), help="scenarios to run")
+    parser.add_argument(
+        "--only",
+        nargs="*",
+        choices=sorted(SCENARIOS),
+        help="scenarios to run (default: all but "
+        + ", ".join(sorted(ON_REQUEST))
+        + ", which run only when named here)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results directory")
     parser.add_argument(
         "--job-times",
         action="store_true",
         help="fairness scenarios also write every job's shard, dispatch and start times",
+    )
+    parser.add_argument(
+        "--soak-minutes",
+        type=_positive_int,
+        default=30,
+        metavar="N",
+        help="minutes the soak creates jobs at the design peak (default 30)",
     )
     args = parser.parse_args(argv)
     stop_on_sigterm()  # the launcher passes SIGTERM on: the scenario's workers must stop
@@ -45,7 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     django.setup()
     args.out.mkdir(parents=True, exist_ok=True)
     context = BenchContext(
-        quick=args.quick, out=args.out, env=dict(os.environ), job_times=args.job_times
+        quick=args.quick,
+        out=args.out,
+        env=dict(os.environ),
+        job_times=args.job_times,
+        soak_minutes=args.soak_minutes,
     )
     machine = {
         "cores": os.cpu_count(),
@@ -56,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     results: dict[str, dict] = {}
     sections: list[str] = []
-    for name in args.only or list(SCENARIOS):
+    for name in args.only or [name for name in SCENARIOS if name not in ON_REQUEST]:
         started = time.monotonic()
         print(f"== {name}", flush=True)
         result = SCENARIOS[name](context)
@@ -78,6 +100,13 @@ def main(argv: list[str] | None = None) -> int:
         report.write(args.out, machine=machine, results=results, sections=sections)
     print(f"results in {args.out}/", flush=True)
     return 0
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _plots(name: str, result: dict, out: Path) -> tuple[list[Plot], list[str]]:

@@ -22,6 +22,12 @@ they are missing. What each one reads:
 - ``failover``: ``series`` (``finished_per_second``, ``started_late_ms_p99_by_due_second``),
   ``kill_at_seconds``, ``due_over_seconds``, ``pre_kill_finished_per_second`` and
   ``lateness_quantiles_ms``.
+- ``soak``: ``per_minute.started_minus_due_ms`` (a list of ``{"p50_ms", "p99_ms",
+  "max_ms"}``), ``checks.lateness.p99_limit_ms``, ``memory_mib``
+  (``{role: {"pss_mib": [...]}}``) and ``tables`` (``total_mib``, ``indexes_mib``,
+  ``dead_tuples``): lateness, memory and the jobs tables per minute.
+- ``peers``: ``results`` (``[{"system", "drain": {"jobs_per_second"}, "lateness":
+  {"p50_ms", "p99_ms"}}]``): drain rate and lateness of each system, side by side.
 """
 
 from __future__ import annotations
@@ -286,6 +292,150 @@ def failover_plots(result: dict, out: Path) -> list[Plot]:
     return plots
 
 
+def soak_plots(result: dict, out: Path) -> list[Plot]:
+    per_minute = result.get("per_minute") or {}
+    started = per_minute.get("started_minus_due_ms")
+    if not started:
+        return []
+    plots = [_soak_lateness(result, started, out)]
+    if result.get("memory_mib"):
+        plots.append(_soak_memory(result["memory_mib"], out))
+    if (result.get("tables") or {}).get("total_mib"):
+        plots.append(_soak_tables(result["tables"], out))
+    return plots
+
+
+def _minutes(values: Sequence) -> list[int]:
+    return list(range(1, len(values) + 1))
+
+
+def _whole_minutes(axes) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _positive(value) -> float:
+    return float("nan") if value is None else max(value, 0.5)  # a log axis: clamp at 0.5
+
+
+def _soak_lateness(result: dict, started: list[dict], out: Path) -> Plot:
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=FIGURE_SIZE)
+    minutes = _minutes(started)
+    for index, key in enumerate(("p50_ms", "p99_ms", "max_ms")):
+        axes.plot(
+            minutes,
+            [_positive(row[key]) for row in started],
+            color=f"C{index}",
+            marker=".",
+            label=f"started - due {key.removesuffix('_ms')}",
+        )
+    limit = ((result.get("checks") or {}).get("lateness") or {}).get("p99_limit_ms")
+    if limit:
+        axes.axhline(limit, color="grey", linestyle=":", label=f"p99 limit {limit:g} ms")
+    axes.set_yscale("log")
+    axes.set_xlabel("minute (by due time)")
+    _whole_minutes(axes)
+    axes.set_ylabel("ms (log scale)")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize=8, ncol=2)
+    title = "Soak: lateness per minute at the design peak"
+    axes.set_title(title)
+    return _save(figure, out, "soak_lateness.png", title)
+
+
+def _soak_memory(memory: dict[str, dict], out: Path) -> Plot:
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(9.0, 4.5))
+    for index, (role, measures) in enumerate(sorted(memory.items())):
+        levels = measures.get("pss_mib") or []
+        axes.plot(
+            _minutes(levels),
+            [float("nan") if v is None else v for v in levels],
+            color=f"C{index % 10}",
+            linestyle="-" if index < 10 else "--",
+            marker=".",
+            label=role,
+        )
+    axes.set_yscale("log")
+    axes.set_xlabel("minute")
+    _whole_minutes(axes)
+    axes.set_ylabel("PSS MiB (log scale)")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize=7, ncol=2, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    title = "Soak: memory per process per minute"
+    axes.set_title(title)
+    return _save(figure, out, "soak_memory.png", title)
+
+
+def _soak_tables(tables: dict, out: Path) -> Plot:
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=FIGURE_SIZE)
+    for index, key in enumerate(("total_mib", "indexes_mib")):
+        values = tables.get(key) or []
+        axes.plot(
+            _minutes(values),
+            [float("nan") if v is None else v for v in values],
+            color=f"C{index}",
+            marker=".",
+            label=key.removesuffix("_mib").replace("_", " ") + " MiB",
+        )
+    axes.set_xlabel("minute")
+    _whole_minutes(axes)
+    axes.set_ylabel("MiB, all shards")
+    axes.grid(True, alpha=0.3)
+    dead = tables.get("dead_tuples") or []
+    if dead:
+        twin = axes.twinx()
+        twin.plot(
+            _minutes(dead),
+            [float("nan") if v is None else v for v in dead],
+            color="C3",
+            linestyle="--",
+            label="dead tuples",
+        )
+        twin.set_ylabel("dead tuples, all shards")
+        twin.legend(fontsize=8, loc="lower right")
+    axes.legend(fontsize=8, loc="upper left")
+    title = "Soak: the jobs tables per minute"
+    axes.set_title(title)
+    return _save(figure, out, "soak_tables.png", title)
+
+
+def peers_plots(result: dict, out: Path) -> list[Plot]:
+    rows = result.get("results") or []
+    if not rows:
+        return []
+    plt = _pyplot()
+    figure, (drain, late) = plt.subplots(1, 2, figsize=(10.0, 4.0))
+    systems = [row["system"] for row in rows]
+    positions = list(range(len(rows)))
+    rates = [(row.get("drain") or {}).get("jobs_per_second") or 0 for row in rows]
+    drain.bar(positions, rates, color=[f"C{n}" for n in positions])
+    drain.set_xticks(positions, systems)
+    drain.set_ylabel("jobs/s, first start to last")
+    drain.set_title("Drain of a backlog due now")
+    drain.grid(True, axis="y", alpha=0.3)
+    width = 0.4
+    for offset, key in ((-width / 2, "p50_ms"), (width / 2, "p99_ms")):
+        late.bar(
+            [n + offset for n in positions],
+            [_positive((row.get("lateness") or {}).get(key)) for row in rows],
+            width=width,
+            label=key.removesuffix("_ms"),
+        )
+    late.set_xticks(positions, systems)
+    late.set_yscale("log")
+    late.set_ylabel("start - due, ms (log scale)")
+    late.set_title("Lateness at 1,389 jobs/s")
+    late.grid(True, axis="y", which="both", alpha=0.3)
+    late.legend(fontsize=8)
+    title = "jobsvc beside PgQueuer and Celery on the same machine"
+    figure.suptitle(title)
+    return [_save(figure, out, "peers.png", title)]
+
+
 PLOTTERS: dict[str, Callable[[dict, Path], list[Plot]]] = {
     "dispatch_lateness": lateness_plots,
     "dispatch_fairness": fairness_plots,
@@ -297,4 +447,6 @@ PLOTTERS: dict[str, Callable[[dict, Path], list[Plot]]] = {
     "fairness_with_retries": attempt_plots,
     "end_to_end": end_to_end_plots,
     "failover": failover_plots,
+    "soak": soak_plots,
+    "peers": peers_plots,
 }

@@ -16,6 +16,7 @@ class BenchContext:
     out: Path  # where results and plots go
     env: dict[str, str]  # the stack's environment, for the processes a scenario starts
     job_times: bool = False  # fairness scenarios also save every job's times (job_times.py)
+    soak_minutes: int = 30  # how long the soak creates jobs
 
 
 def api_create(context: BenchContext) -> dict:
@@ -120,6 +121,18 @@ def end_to_end(context: BenchContext) -> dict:
     return run_end_to_end(context)
 
 
+def soak(context: BenchContext) -> dict:
+    from tools.bench.soak import run_soak
+
+    return run_soak(context)
+
+
+def peers(context: BenchContext) -> dict:
+    from tools.bench.peers.scenario import run_peers
+
+    return run_peers(context)
+
+
 def failover(context: BenchContext) -> dict:
     from tools.bench.failover import run_failover
 
@@ -145,4 +158,8 @@ SCENARIOS: dict[str, Callable[[BenchContext], dict]] = {
     "fairness_with_retries": fairness_with_retries,
     "end_to_end": end_to_end,
     "failover": failover,
+    "peers": peers,
+    "soak": soak,
 }
+# Scenarios a run without --only leaves out: they take long (the soak: half an hour).
+ON_REQUEST = frozenset({"soak"})

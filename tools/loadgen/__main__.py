@@ -67,7 +67,8 @@ def run(options: dict, line: Callable[[str], None]) -> int:
     line(
         f"run {run_id}: {config.users} users (weights "
         f"{', '.join(f'{w:g}' for w in config.weights)}, cycled), {config.rate:g} jobs/s "
-        f"in requests of {config.bulk}, execute_at within {config.horizon:g} s, "
+        f"in requests of {config.bulk}, execute_at {config.lead:g} to "
+        f"{config.lead + config.horizon:g} s after the request, "
         f"{config.duration:g} s, {config.concurrency} connections, against {config.api}"
     )
     if logged_in.issued_in_process:
@@ -116,6 +117,7 @@ def _config(options: dict):
         weights=tuple(weights),
         rate=options["rate"],
         horizon=options["horizon"],
+        lead=options["lead"],
         bulk=options["bulk"],
         duration=options["duration"],
         concurrency=options["concurrency"],
@@ -139,7 +141,13 @@ def _parser() -> argparse.ArgumentParser:
         "--horizon",
         type=float,
         default=0.0,
-        help="execute_at is uniform in now..now+HORIZON seconds (default 0: due now)",
+        help="execute_at is uniform in now+LEAD..now+LEAD+HORIZON seconds (default 0)",
+    )
+    parser.add_argument(
+        "--lead",
+        type=float,
+        default=0.0,
+        help="execute_at is at least LEAD seconds after the request is sent (default 0)",
     )
     parser.add_argument("--bulk", type=int, default=1, help="jobs per request (default 1)")
     parser.add_argument(

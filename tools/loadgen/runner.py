@@ -40,18 +40,20 @@ class LoadConfig:
     users: int
     weights: tuple[float, ...]  # cycled over the users
     rate: float  # jobs per second, all users together
-    horizon: float  # seconds: execute_at is uniform in [now, now + horizon]
+    horizon: float  # seconds: execute_at is uniform in [now + lead, now + lead + horizon]
     bulk: int  # jobs per request (1: a single-job request, not a list)
     duration: float  # seconds of creating
     concurrency: int  # sender threads, each with one keep-alive connection
     drain: float  # seconds to keep observing after creating, at most
     message: str = "loadgen"
+    lead: float = 0.0  # seconds from sending a job to the earliest it may be due
 
     def validate(self) -> None:
         checks = (
             (self.users >= 1, "--users must be at least 1"),
             (self.rate > 0, "--rate must be positive"),
             (self.horizon >= 0, "--horizon must not be negative"),
+            (self.lead >= 0, "--lead must not be negative"),
             (self.bulk >= 1, "--bulk must be at least 1"),
             (self.duration > 0, "--duration must be positive"),
             (self.concurrency >= 1, "--concurrency must be at least 1"),
@@ -231,7 +233,10 @@ class LoadGenerator:
 
     def _send(self, client: ApiClient, user: RunUser) -> None:
         now = time.time()
-        due = [now + self._random.uniform(0, self.config.horizon) for _ in range(self.config.bulk)]
+        earliest = now + self.config.lead
+        due = [
+            earliest + self._random.uniform(0, self.config.horizon) for _ in range(self.config.bulk)
+        ]
         jobs = [{"message": self.config.message, "execute_at": _iso(at)} for at in due]
         payload = jobs if self.config.bulk > 1 else jobs[0]
         try:

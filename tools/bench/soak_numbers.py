@@ -1,0 +1,163 @@
+"""The soak's arithmetic: per-minute lateness from histograms, per-minute levels of the
+memory samples, and the pass/fail tests. Pure functions, no servers.
+
+- Lateness comes from the shards as histograms (jobs per due minute and whole
+  millisecond of ``started_at - execute_at``), merged over the shards; percentiles are
+  nearest-rank on the merged counts, exact to the millisecond.
+- A process's memory level in a minute is the mean of the samples taken in it.
+- Memory *grows* when the least-squares slope of its levels from minute 2 to the last,
+  times the minutes that span, exceeds ``GROWTH_TOLERANCE`` (10 %) of its mean level over
+  them: a process that settles after minute 1 passes, one that climbs steadily fails.
+- Lateness fails a minute whose p99 is over ``P99_LIMIT_MS``, or more than
+  ``CREEP_LIMIT`` times minute 2's p99.
+
+Minutes are counted from 1 in what the soak reports; the lists here are indexed from 0,
+so "minute 2" is index 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+
+P99_LIMIT_MS = 100.0  # every minute's p99 of started_at - execute_at, at most
+CREEP_LIMIT = 1.5  # no minute's p99 above this times minute 2's
+GROWTH_TOLERANCE = 0.10  # of the level: the most a process may grow over the run
+WORKER_RSS_LIMIT_MIB = 150.0  # each scheduler and executor process, at its peak
+REFERENCE_MINUTE = 1  # index of minute 2: the first after start-up
+
+
+def merge_histograms(rows: Iterable[tuple[int, int, int]]) -> dict[int, dict[int, int]]:
+    """``(minute, milliseconds, jobs)`` rows from every shard, as minute -> ms -> jobs."""
+    merged: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for minute, ms, jobs in rows:
+        merged[minute][ms] += jobs
+    return {minute: dict(counts) for minute, counts in merged.items()}
+
+
+def percentile_of_counts(counts: Mapping[int, int], q: float) -> int | None:
+    """Nearest-rank ``q``-th percentile (0 < q <= 100) of values given as value -> count."""
+    total = sum(counts.values())
+    if total == 0:
+        return None
+    rank = max(1, math.ceil(round(q / 100 * total, 9)))
+    seen = 0
+    for value in sorted(counts):
+        seen += counts[value]
+        if seen >= rank:
+            return value
+    raise AssertionError("unreachable: the rank is at most the total")
+
+
+def minute_lateness(histograms: Mapping[int, Mapping[int, int]], minutes: int) -> list[dict]:
+    """For each of ``minutes`` minutes: jobs, p50, p99 and max in ms (None when none)."""
+    rows = []
+    for minute in range(minutes):
+        counts = histograms.get(minute, {})
+        rows.append(
+            {
+                "jobs": sum(counts.values()),
+                "p50_ms": percentile_of_counts(counts, 50),
+                "p99_ms": percentile_of_counts(counts, 99),
+                "max_ms": max(counts) if counts else None,
+            }
+        )
+    return rows
+
+
+def per_minute_rate(counts: Mapping[int, int], minutes: int) -> list[float]:
+    """Events per second in each minute, from minute -> events."""
+    return [round(counts.get(minute, 0) / 60, 1) for minute in range(minutes)]
+
+
+def minute_levels(
+    samples: Sequence[tuple[float, float]], *, start: float, minutes: int
+) -> list[float | None]:
+    """The mean of the ``(time, value)`` samples taken in each minute after ``start``."""
+    buckets: dict[int, list[float]] = defaultdict(list)
+    for at, value in samples:
+        minute = math.floor((at - start) / 60)
+        if 0 <= minute < minutes:
+            buckets[minute].append(value)
+    return [
+        round(sum(buckets[m]) / len(buckets[m]), 1) if buckets.get(m) else None
+        for m in range(minutes)
+    ]
+
+
+def least_squares_slope(points: Sequence[tuple[float, float]]) -> float:
+    """The slope of the least-squares line through ``(x, y)`` points (0 for fewer than 2)."""
+    if len(points) < 2:
+        return 0.0
+    mean_x = sum(x for x, _ in points) / len(points)
+    mean_y = sum(y for _, y in points) / len(points)
+    spread = sum((x - mean_x) ** 2 for x, _ in points)
+    if spread == 0:
+        return 0.0
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
+
+
+def growth(levels: Sequence[float | None], *, tolerance: float = GROWTH_TOLERANCE) -> dict:
+    """Whether the levels from minute 2 on grow: slope x span above ``tolerance`` x level.
+
+    ``grows`` is None when fewer than two minutes from minute 2 on have a level."""
+    points = [
+        (float(minute), level)
+        for minute, level in enumerate(levels)
+        if minute >= REFERENCE_MINUTE and level is not None
+    ]
+    if len(points) < 2:
+        return {"slope_per_minute": None, "growth": None, "level": None, "grows": None}
+    slope = least_squares_slope(points)
+    span = points[-1][0] - points[0][0]
+    level = sum(y for _, y in points) / len(points)
+    grown = slope * span
+    return {
+        "slope_per_minute": round(slope, 3),
+        "growth": round(grown, 1),
+        "level": round(level, 1),
+        "grows": grown > tolerance * level,
+    }
+
+
+def lateness_checks(minutes: Sequence[Mapping]) -> dict:
+    """The lateness tests over the per-minute rows of ``minute_lateness``."""
+    p99s = [row["p99_ms"] for row in minutes]
+    over_limit = [n + 1 for n, p99 in enumerate(p99s) if p99 is None or p99 > P99_LIMIT_MS]
+    reference = p99s[REFERENCE_MINUTE] if len(p99s) > REFERENCE_MINUTE else None
+    if reference is None:
+        crept: list[int] | None = None
+    else:
+        # A reference under 1 ms would make any noise a creep: compare with 1 ms at least.
+        bound = CREEP_LIMIT * max(reference, 1)
+        crept = [n + 1 for n, p99 in enumerate(p99s) if p99 is not None and p99 > bound]
+    return {
+        "p99_limit_ms": P99_LIMIT_MS,
+        "minutes_over_limit": over_limit,
+        "creep_limit": CREEP_LIMIT,
+        "minute_2_p99_ms": reference,
+        "minutes_crept": crept,
+        "passed": not over_limit and crept == [],
+    }
+
+
+def minute_rates(
+    samples: Sequence[tuple[float, float]], *, start: float, minutes: int
+) -> list[float | None]:
+    """Per-second rate in each minute of a counter sampled as ``(time, total so far)``:
+    its rise from the minute's first sample to its last over the time between them."""
+    buckets: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for at, total in samples:
+        minute = math.floor((at - start) / 60)
+        if 0 <= minute < minutes:
+            buckets[minute].append((at, total))
+    rates: list[float | None] = []
+    for minute in range(minutes):
+        points = sorted(buckets.get(minute, []))
+        if len(points) < 2 or points[-1][0] == points[0][0]:
+            rates.append(None)
+            continue
+        (first_at, first), (last_at, last) = points[0], points[-1]
+        rates.append(round((last - first) / (last_at - first_at), 2))
+    return rates
