@@ -72,6 +72,7 @@ _CLOCK_INTERVAL = 2.0  # seconds between measurements (probes) of each shard's c
 # claim, record or clock probe succeeded there this recently and nothing failed since.
 _REACHED_WITHIN = 5 * _CLOCK_INTERVAL
 _PEER_CHECK_INTERVAL = 1.0  # seconds between looks at which shards the others reached
+_PEERS_MAX_AGE = 3 * _PEER_CHECK_INTERVAL  # seconds; older records are read again first
 # Backoff of a shard whose claim or record failed, and of the dead-letter topic: seconds
 # after the first failure, doubling up to the cap (a restarting PostgreSQL takes seconds).
 _RETRY_FIRST_DELAY = 0.2
@@ -302,9 +303,12 @@ class ExecutorWorker:
         }
         if not stuck:
             return
+        # Read on the registration's thread, for the next check. Asked for at every check
+        # while stuck, so what this check reads is about one interval old: requiring it to
+        # be fresher than that would ask again forever whenever a turn runs late.
         seen = self._peers.peers()
-        if seen is None or seen[0] < now - _PEER_CHECK_INTERVAL:
-            self._peers.refresh_peers()  # read on the registration's thread: next check
+        self._peers.refresh_peers()
+        if seen is None or seen[0] < now - _PEERS_MAX_AGE:
             return
         able = [p.worker_id for p in seen[1] if p.partitions and stuck <= set(p.reachable_shards)]
         if able:

@@ -43,13 +43,10 @@ COUNT_DUE = f"""
                            LIMIT 1000000) AS due
 """
 
-# Queue lag: seconds since the due time of the oldest job that is due and not started, 0
-# when none is. Scheduled jobs: the earliest due of each (user, priority), by the loose
-# index scan of DUE_USERS (one probe per pair, however many jobs are due). Published jobs
-# waiting for an executor: the first queued entry of the in-flight index, in lease order,
-# which is the order in which they became both due and published (CLAIM_FOR_DISPATCH sets
-# the lease to that moment plus a fixed timeout); its due time stands for theirs.
-OLDEST_DUE_AGE = f"""
+# The earliest due scheduled job of each (user, priority) pair, found by a loose index scan
+# of jobs_due_by_user_idx (user_id, priority, due_at, id): one index probe per pair,
+# however many jobs each has.
+DUE_HEADS = f"""
     WITH RECURSIVE heads AS (
         (SELECT user_id, priority, due_at FROM jobs
           WHERE status = {SCHEDULED}
@@ -62,7 +59,16 @@ OLDEST_DUE_AGE = f"""
                    AND (user_id, priority) > (heads.user_id, heads.priority)
                  ORDER BY user_id, priority, due_at, id LIMIT 1) AS next
     )
-    SELECT coalesce(greatest(0, extract(epoch FROM now() - min(due_at))), 0)::float8
+"""
+
+# Queue lag: seconds since the due time of the oldest job that is due and not started, 0
+# when none is. Scheduled jobs: the earliest due of each (user, priority) (DUE_HEADS).
+# Published jobs waiting for an executor: the first queued entry of the in-flight index,
+# in lease order, which is the order in which they became both due and published
+# (CLAIM_FOR_DISPATCH sets the lease to that moment plus a fixed timeout); its due time
+# stands for theirs.
+OLDEST_DUE_AGE = f"""
+{DUE_HEADS}    SELECT coalesce(greatest(0, extract(epoch FROM now() - min(due_at))), 0)::float8
       FROM (SELECT min(due_at) AS due_at FROM heads
             UNION ALL
             (SELECT due_at FROM jobs WHERE status = {QUEUED} ORDER BY lease_expires_at LIMIT 1)
@@ -85,25 +91,11 @@ RESET_OLDER_DISPATCHES = f"""
      WHERE status = {QUEUED} AND dispatch_epoch < %(epoch)s
 """
 
-# Users with jobs due within ``ahead`` seconds (DispatchConfig.dispatch_ahead), found with
-# a loose index scan of jobs_due_by_user_idx (user_id, priority, due_at, id): one index
-# probe per (user, priority) that has scheduled jobs, however many jobs each has. Each
-# probe finds the earliest due job of the next (user, priority) pair; a user is due if
-# any of their pairs is. Most users use one priority, so this is about one probe per user.
+# Users with jobs due within ``ahead`` seconds (DispatchConfig.dispatch_ahead): a user is
+# due if any of their (user, priority) pairs' earliest job is (DUE_HEADS). Most users use
+# one priority, so this is about one index probe per user.
 DUE_USERS = f"""
-    WITH RECURSIVE heads AS (
-        (SELECT user_id, priority, due_at FROM jobs
-          WHERE status = {SCHEDULED}
-          ORDER BY user_id, priority, due_at, id LIMIT 1)
-        UNION ALL
-        SELECT next.user_id, next.priority, next.due_at
-          FROM heads,
-       LATERAL (SELECT user_id, priority, due_at FROM jobs
-                 WHERE status = {SCHEDULED}
-                   AND (user_id, priority) > (heads.user_id, heads.priority)
-                 ORDER BY user_id, priority, due_at, id LIMIT 1) AS next
-    )
-    SELECT user_id FROM heads
+{DUE_HEADS}    SELECT user_id FROM heads
      WHERE due_at <= now() + make_interval(secs => %(ahead)s)
      GROUP BY user_id ORDER BY user_id
 """

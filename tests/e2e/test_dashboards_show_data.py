@@ -1,13 +1,14 @@
 """Every Grafana panel shows data after a short load on a running cluster.
 
-Grafana is not packaged for Debian, so its queries are run where it would run them: the
-API (gunicorn), two schedulers and two executors serve metrics, a real Prometheus scrapes
-them every second, a short load goes through the API (jobs that succeed, one retried and
-dead-lettered, a 404), and then every query of every panel in deploy/grafana/dashboards
-must return at least one series with a number (not NaN), with the dashboard's variables
-substituted as Grafana does: ``$instance`` and ``$shard`` by their "All" value, and once
-more by one scheduler's instance and one shard it owns. The queries that legitimately
-stay empty without a fault are listed in EMPTY_WITHOUT_A_FAULT, each with the reason.
+Grafana is not packaged for Debian, so its queries are run where it would run them: the API
+(gunicorn), two schedulers and two executors serve metrics, a real Prometheus scrapes them
+every second, a short load goes through the API (a failed log-in, jobs that succeed, one
+retried and dead-lettered, a 404), and then every query of every panel in
+deploy/grafana/dashboards must return at least one series with a number (not NaN), with the
+dashboard's variables substituted as Grafana does: ``$instance`` and ``$shard`` by their
+"All" value, and once more by one scheduler's instance and one shard it owns. The queries
+that legitimately stay empty without a fault are listed in EMPTY_WITHOUT_A_FAULT, each with
+the reason.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobsvc_client import Client, JobSpec, NotFound
+from jobsvc_client import AuthError, Client, JobSpec, NotFound
 from tests.conftest import DEFAULT_PASSWORD
 from tests.deploy.support import GRAFANA_DIR, REPO
 from tests.served_api import serving_api
@@ -53,6 +54,11 @@ EMPTY_WITHOUT_A_FAULT = {
     'sum by (reason) (increase(jobsvc_jobs_swept_total{job="jobsvc-scheduler",'
     'instance=~"$instance"}[$__rate_interval]))': (
         "only a lost message or executor makes the sweeper recover a job"
+    ),
+    # Throttled requests per route: only a 429 makes a series.
+    'sum by (route) (rate(jobsvc_http_requests_total{job="jobsvc-api",status="429",'
+    'instance=~"$instance"}[$__rate_interval])) * 60': (
+        "only a throttled request creates the series"
     ),
 }
 
@@ -145,6 +151,8 @@ def test_every_dashboard_query_returns_data_after_a_short_load(
             timeout=30,
             what="prometheus scraped every process once",
         )
+        with pytest.raises(AuthError):  # a failed log-in, which its panel counts
+            Client(base).login(username=user.username, password="not " + DEFAULT_PASSWORD)
         client = Client(base)
         client.login(username=user.username, password=DEFAULT_PASSWORD)
         now = datetime.now(UTC) + timedelta(seconds=1)

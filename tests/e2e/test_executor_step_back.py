@@ -12,6 +12,7 @@ from django.conf import settings
 
 from jobsvc.sharding.shards import shard_ids
 from tests.e2e.jobs import all_jobs, create, due_in, spec
+from tests.e2e.test_executor_shutdown import RUN_TIMEOUT, assignment
 from tests.waiting import wait_until
 from tools.devstack.ports import free_port
 
@@ -28,7 +29,7 @@ def _cut_off_from(shard: int) -> dict[str, str]:
 
 
 def test_an_executor_cut_off_from_a_shard_hands_its_jobs_to_one_that_reaches_it(
-    make_user, start_worker, monkeypatch
+    make_user, start_worker, messaging, monkeypatch
 ):
     shard = max(shard_ids())
     env = {
@@ -36,8 +37,13 @@ def test_an_executor_cut_off_from_a_shard_hands_its_jobs_to_one_that_reaches_it(
         "JOBSVC_EXECUTOR_STEP_BACK_SECONDS": "600",  # stays out for the rest of the test
     }
     cut_off = start_worker("executor", "executor-a", env={**env, **_cut_off_from(shard)})
-    start_worker("executor", "executor-b", env=env)
+    other = start_worker("executor", "executor-b", env=env)
     start_worker("scheduler", "scheduler-a")
+    wait_until(  # else the first in the group may run every job before the other joins
+        lambda: all(assignment(e, messaging.jobs_topic) for e in (cut_off, other)),
+        timeout=RUN_TIMEOUT,
+        what="both executors hold partitions",
+    )
     monkeypatch.setattr("jobsvc.jobs.services.pick_shard_for_new_jobs", lambda: shard)
     user = make_user()
     ids = create(user.pk, [spec(due=due_in(0)) for _ in range(JOBS)])
