@@ -21,6 +21,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from tools.bench.proc_stat import process_stats
+
 KIB_PER_MIB = 1024
 _ROLLUP_FIELDS = {  # smaps_rollup line -> our name
     "Rss:": "rss",
@@ -58,17 +60,7 @@ def tree_of(pid: int, children: Mapping[int, list[int]]) -> list[int]:
 
 def parents() -> dict[int, int]:
     """Every process's parent, from /proc."""
-    result = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat_file:
-                stat = stat_file.read()
-        except OSError:  # exited meanwhile
-            continue
-        result[int(entry)] = int(stat[stat.rindex(")") + 2 :].split()[1])
-    return result
+    return {pid: int(fields[1]) for pid, fields in process_stats().items()}
 
 
 def parse_rollup(text: str) -> dict[str, float]:

@@ -13,6 +13,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
+from tools.bench.proc_stat import process_stats
+
 
 class StackCpu:
     """CPU seconds used so far by the stack's processes, by kind, read from /proc.
@@ -36,19 +38,9 @@ class StackCpu:
         self._ticks = os.sysconf("SC_CLK_TCK")
 
     def sample(self) -> dict[str, float]:
-        parents: dict[int, int] = {}
-        seconds: dict[int, float] = {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat") as stat_file:
-                    stat = stat_file.read()
-            except OSError:  # exited meanwhile
-                continue
-            fields = stat[stat.rindex(")") + 2 :].split()
-            parents[int(entry)] = int(fields[1])
-            seconds[int(entry)] = (int(fields[11]) + int(fields[12])) / self._ticks
+        stats = process_stats()
+        parents = {pid: int(fields[1]) for pid, fields in stats.items()}
+        seconds = {pid: (int(f[11]) + int(f[12])) / self._ticks for pid, f in stats.items()}
         used: dict[str, float] = defaultdict(float)
         for pid, cpu_seconds in seconds.items():
             if self._descends(pid, parents):
