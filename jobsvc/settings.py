@@ -147,7 +147,7 @@ if len(SHARD_DB_URLS) > 65536:
 
 # Seconds a pooled connection is kept; health checks drop one the server closed.
 DB_CONN_MAX_AGE = env_int("JOBSVC_DB_CONN_MAX_AGE", 300, minimum=0)
-DB_CONNECT_TIMEOUT = env_int("JOBSVC_DB_CONNECT_TIMEOUT", 5, minimum=1)  # seconds
+DB_CONNECT_TIMEOUT = env_int("JOBSVC_DB_CONNECT_TIMEOUT", 3, minimum=1)  # seconds
 # A statement running longer than this is cancelled by the server (0: no limit). Keeps a
 # lock wait or a runaway query from holding a request or a worker thread for good;
 # migrate_all lifts it for index builds.
@@ -167,10 +167,13 @@ DB_IDLE_IN_TRANSACTION_TIMEOUT = env_float(
 # has gone unacknowledged this long (TCP_USER_TIMEOUT), and an idle connection once its
 # keepalives go unanswered (after idle + count x interval seconds), instead of the kernel's
 # minutes or hours: a worker then moves on (another takes over what it cannot reach).
-DB_TCP_USER_TIMEOUT = env_float("JOBSVC_DB_TCP_USER_TIMEOUT_SECONDS", 5.0, minimum=0.5)
-DB_KEEPALIVES_IDLE = env_int("JOBSVC_DB_KEEPALIVES_IDLE_SECONDS", 5, minimum=1)
+# A few seconds each, so that a worker cut off from a server is replaced within the 10-s
+# takeover bound (docs/design/faults.md); a server's kernel acknowledges at once however
+# busy PostgreSQL is, so only a real network fault of that length trips them.
+DB_TCP_USER_TIMEOUT = env_float("JOBSVC_DB_TCP_USER_TIMEOUT_SECONDS", 3.0, minimum=0.5)
+DB_KEEPALIVES_IDLE = env_int("JOBSVC_DB_KEEPALIVES_IDLE_SECONDS", 2, minimum=1)
 DB_KEEPALIVES_INTERVAL = env_int("JOBSVC_DB_KEEPALIVES_INTERVAL_SECONDS", 1, minimum=1)
-DB_KEEPALIVES_COUNT = env_int("JOBSVC_DB_KEEPALIVES_COUNT", 3, minimum=1)
+DB_KEEPALIVES_COUNT = env_int("JOBSVC_DB_KEEPALIVES_COUNT", 2, minimum=1)
 
 
 def _database(url: str, *, name: str) -> dict[str, object]:

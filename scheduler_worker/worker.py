@@ -14,8 +14,11 @@ import threading
 import time
 
 from django.db import connections
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
 
 from coordination.client import SaslAuth, connect
+from coordination.paths import ZnodePaths
 from coordination.shard_ownership import SUSPENDED_LIMIT, ShardOwnership
 from jobsvc.messaging.producer import BatchProducer
 from jobsvc.messaging.renewing_producer import RenewingProducer
@@ -62,6 +65,7 @@ class SchedulerWorker:
         self.step_back_after = step_back_after  # seconds of failed rounds before stepping back
         self.step_back_seconds = step_back_seconds  # away from membership after stepping back
         self._dispatchers: dict[int, ShardDispatcher] = {}
+        self._retiring: set[ShardDispatcher] = set()  # released, finishing their round
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._producer: RenewingProducer | None = None
@@ -103,6 +107,7 @@ class SchedulerWorker:
                 self._ownership.stop()
             for shard_id in self.owned_shards():  # in case a release callback was missed
                 self._on_released(shard_id)
+            self._join_retiring()  # their last publishes go out before the producer closes
             self._producer.close()
             client.stop()
             client.close()
@@ -135,12 +140,14 @@ class SchedulerWorker:
         its connection hangs) would otherwise stay with it for as long as its ZooKeeper
         session lives. If other members exist, this worker leaves (its shards move to them
         within moments: a clean release) and joins again after ``step_back_seconds``. If
-        the fault is not this worker's own (the database is down for everyone), the next
-        owner fails too, and the last member keeps the shard, ready the moment it is back.
+        the fault is not this worker's own (a database or the broker down for everyone),
+        the next owner fails too, and the last member keeps the shard, ready the moment it
+        is back; and when every scheduler stepped back at once, each joins again as soon
+        as it sees no member left, so the shards are never without an owner for long.
         """
         ownership = self._ownership
         if ownership is None:
-            if time.monotonic() >= (self._stepped_back_until or 0.0):
+            if time.monotonic() >= (self._stepped_back_until or 0.0) or self._nobody_else(client):
                 self._join(client)
             return
         failing = self._failing_shards(self.step_back_after)
@@ -159,6 +166,14 @@ class SchedulerWorker:
             self._ownership = None
             self._stepped_back_until = time.monotonic() + self.step_back_seconds
         ownership.stop()
+
+    def _nobody_else(self, client) -> bool:
+        """True when no scheduler is a member now (read from ZooKeeper; False if unknown)."""
+        members = client.get_children_async(ZnodePaths(self.zk_root).members)
+        try:
+            return not members.get(timeout=_HEALTH_CHECK_INTERVAL)
+        except (KazooException, KazooTimeoutError):  # disconnected, or no members node yet
+            return False
 
     def _failing_shards(self, longer_than: float) -> list[int]:
         with self._lock:
@@ -208,16 +223,35 @@ class SchedulerWorker:
         logger.info("shard %s acquired", shard_id, extra={"shard": shard_id, "action": "own"})
 
     def _on_released(self, shard_id: int) -> None:
+        """Stop the shard's dispatcher without waiting for its round to end, so that the
+        owner node goes at once: a round stuck on a cut connection would otherwise hold
+        the shard from the next owner until TCP gives up. Whatever it still writes is
+        fenced by the next owner's lease (docs/design/fencing.md)."""
         with self._lock:
             dispatcher = self._dispatchers.pop(shard_id, None)
-        if dispatcher is None:
-            return
+            if dispatcher is None:
+                return
+            self._retiring.add(dispatcher)
         dispatcher.stop()
-        if not dispatcher.join(_DISPATCHER_STOP_TIMEOUT):
-            logger.error("shard %s: dispatcher did not stop in time", shard_id)
+        threading.Thread(
+            target=self._retire, args=(dispatcher,), name=f"retire-shard-{shard_id}", daemon=True
+        ).start()
         metrics.SHARD_OWNED.labels(str(shard_id)).set(0)
         metrics.OWNERSHIP_CHANGES.labels("released").inc()
         logger.info("shard %s released", shard_id, extra={"shard": shard_id, "action": "release"})
+
+    def _retire(self, dispatcher: ShardDispatcher) -> None:
+        if not dispatcher.join(_DISPATCHER_STOP_TIMEOUT):
+            logger.error("shard %s: dispatcher did not stop in time", dispatcher.store.shard_id)
+        with self._lock:
+            self._retiring.discard(dispatcher)
+
+    def _join_retiring(self) -> None:
+        """Wait for released dispatchers to finish their round (shutdown)."""
+        with self._lock:
+            retiring = list(self._retiring)
+        for dispatcher in retiring:
+            dispatcher.join(_DISPATCHER_STOP_TIMEOUT)
 
     def _on_suspended(self) -> None:
         logger.warning("ZooKeeper connection suspended: pausing dispatch")
