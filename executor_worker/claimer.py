@@ -75,10 +75,11 @@ class Claimer:
             if not self.backoff.is_open(shard_id):
                 result.unreachable[shard_id] = shard_jobs
                 continue
+            started = self.backoff.now()
             try:
                 threads -= self._claim_shard(shard_id, shard_jobs, threads, result)
             except DatabaseError as exc:
-                self.shard_failed(shard_id, "claim", exc)
+                self.shard_failed(shard_id, "claim", exc, started_at=started)
                 result.unreachable[shard_id] = shard_jobs
             else:
                 self.backoff.succeeded(shard_id)
@@ -93,14 +94,18 @@ class Claimer:
         for shard_id, keys in running.items():
             if not self.backoff.is_open(shard_id):
                 continue
+            started = self.backoff.now()
             try:
                 self._stores(shard_id).renew(keys)
             except DatabaseError as exc:
-                self.shard_failed(shard_id, "renew", exc)
+                self.shard_failed(shard_id, "renew", exc, started_at=started)
 
-    def shard_failed(self, shard_id: int, action: str, exc: DatabaseError) -> None:
-        """Back off from the shard and drop its connection; a new one is made on next use."""
-        delay = self.backoff.failed(shard_id)
+    def shard_failed(
+        self, shard_id: int, action: str, exc: DatabaseError, *, started_at: float | None = None
+    ) -> None:
+        """Back off from the shard and drop its connection; a new one is made on next use.
+        ``started_at`` (the backoff's clock): when the failed operation began."""
+        delay = self.backoff.failed(shard_id, started_at=started_at)
         logger.warning(
             "shard %s: %s failed, trying again in %.1f s: %s",
             shard_id,

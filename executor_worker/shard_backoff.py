@@ -41,13 +41,19 @@ class ShardBackoff:
         closed = self._closed.get(key)
         return closed is None or self._clock() >= closed.until
 
-    def failed(self, key: Hashable) -> float:
-        """Close the key after a failure; return for how many seconds."""
+    def now(self) -> float:
+        return self._clock()
+
+    def failed(self, key: Hashable, *, started_at: float | None = None) -> float:
+        """Close the key after a failure; return for how many seconds. ``started_at``
+        (this backoff's clock): when the failed attempt began. A first failure counts from
+        then, so an attempt that hung until a timeout counts as failing all along."""
         now = self._clock()
         previous = self._closed.get(key)
         failures = previous.failures + 1 if previous else 1
         delay = min(self.max_delay, self.first_delay * 2 ** min(failures - 1, 60))
-        since = previous.since if previous else now
+        first = now if started_at is None else min(started_at, now)
+        since = previous.since if previous else first
         self._closed[key] = _Closed(failures=failures, until=now + delay, since=since)
         return delay
 

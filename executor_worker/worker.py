@@ -72,7 +72,7 @@ _CLOCK_INTERVAL = 2.0  # seconds between measurements (probes) of each shard's c
 # claim, record or clock probe succeeded there this recently and nothing failed since.
 _REACHED_WITHIN = 5 * _CLOCK_INTERVAL
 _PEER_CHECK_INTERVAL = 1.0  # seconds between looks at which shards the others reached
-_PEERS_MAX_AGE = 3 * _PEER_CHECK_INTERVAL  # seconds; older records are read again first
+_PEERS_MAX_AGE = _REACHED_WITHIN  # seconds; older records of the others are not trusted
 # Backoff of a shard whose claim or record failed, and of the dead-letter topic: seconds
 # after the first failure, doubling up to the cap (a restarting PostgreSQL takes seconds).
 _RETRY_FIRST_DELAY = 0.2
@@ -296,19 +296,18 @@ class ExecutorWorker:
             return
         self._next_peer_check = now + _PEER_CHECK_INTERVAL
         self._peers.shards_reachable(self.shards.reached(within=_REACHED_WITHIN))
+        # The others' records are read at every check (on the registration's thread, for
+        # the next one), so that a shard found failing can be handed over at once: a turn
+        # blocked on a cut connection can last seconds, and waiting for a fresh read then
+        # would add turns.
+        seen = self._peers.peers()
+        self._peers.refresh_peers()
         stuck = {
             shard
             for shard, seconds in self.shards.failing_for().items()
             if seconds >= self.config.step_back_after
         }
-        if not stuck:
-            return
-        # Read on the registration's thread, for the next check. Asked for at every check
-        # while stuck, so what this check reads is about one interval old: requiring it to
-        # be fresher than that would ask again forever whenever a turn runs late.
-        seen = self._peers.peers()
-        self._peers.refresh_peers()
-        if seen is None or seen[0] < now - _PEERS_MAX_AGE:
+        if not stuck or seen is None or seen[0] < now - _PEERS_MAX_AGE:
             return
         able = [p.worker_id for p in seen[1] if p.partitions and stuck <= set(p.reachable_shards)]
         if able:
@@ -373,10 +372,11 @@ class ExecutorWorker:
     def _read_database_clock(self, shard_id: int) -> float:
         """The shard database's clock; also a probe of the shard, every ``_CLOCK_INTERVAL``,
         that opens or closes it (``ShardBackoff``) whether or not jobs are claimed there."""
+        started = self.shards.now()
         try:
             now = self._store(shard_id).database_clock()
         except DatabaseError as exc:
-            self.claimer.shard_failed(shard_id, "clock", exc)
+            self.claimer.shard_failed(shard_id, "clock", exc, started_at=started)
             raise
         self.shards.succeeded(shard_id)
         return now

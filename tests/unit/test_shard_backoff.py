@@ -79,3 +79,17 @@ def test_reached_keys_succeeded_lately_and_have_not_failed_since():
 
     assert gate.reached(within=3.0) == {1, 3}
     assert gate.reached(within=1.0) == {3}
+
+
+def test_an_attempt_that_hung_until_it_failed_counts_as_failing_from_its_start():
+    clock = FakeClock(100.0)
+    gate = ShardBackoff(first_delay=0.2, max_delay=5, clock=clock)
+    started = clock.now
+    clock.now += 3.0  # a claim on a cut connection, failed by the TCP timeout
+
+    gate.failed(3, started_at=started)
+
+    assert gate.failing_for() == {3: 3.0}
+    clock.now += 1.0
+    gate.failed(3, started_at=clock.now - 0.5)  # later failures keep the first start
+    assert gate.failing_for() == {3: 4.0}
