@@ -9,7 +9,9 @@ attempts. So ``cached_read``:
 - on a database error, closes this thread's broken connection and reads once more (a cut
   session is then a new connection, not a failed attempt);
 - while the server stays unreachable, serves the last value it read, however old (the
-  grants and secrets of a moment ago are the right ones to keep delivering with);
+  grants and secrets of a moment ago are the right ones to keep delivering with), and
+  keeps it for another USER_HANDLER_CACHE_SECONDS: one read per user and period, not one
+  per delivery, may wait for a connect timeout on a cut network;
 - raises the error only for a user it never read, which fails that attempt (retried later).
 """
 
@@ -41,7 +43,6 @@ def cached_read(cache: ExpiringCache, key: Hashable, load: Callable[[], T]) -> T
         if not found:
             raise
         logger.warning("control database unreachable, using %r as last read: %s", key, exc)
-        return value
     cache.put(key, value, expires_at=cache.now() + settings.USER_HANDLER_CACHE_SECONDS)
     return value
 

@@ -65,3 +65,17 @@ def test_a_user_never_read_fails_while_the_server_is_unreachable(cache):
 
     with pytest.raises(OperationalError):
         cached_read(cache, 7, Loads(down, down))
+
+
+def test_while_unreachable_the_last_value_is_kept_for_a_period_not_read_per_call(
+    cache, clock, settings
+):
+    settings.USER_HANDLER_CACHE_SECONDS = 10
+    down = OperationalError("connection timed out")
+    load = Loads(["whsec_a"], down, down)
+    cached_read(cache, 7, load)
+    clock.now += 60
+    cached_read(cache, 7, load)  # two failed reads: the first and its reconnect
+
+    assert cached_read(cache, 7, load) == ["whsec_a"]
+    assert load.calls == 3
