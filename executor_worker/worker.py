@@ -232,7 +232,8 @@ class ExecutorWorker:
     def _turn(self) -> None:
         now = time.time()
         self._observe()
-        self._step_back_if_cut_off()
+        if self._step_back_if_cut_off():
+            return  # out of the group: its consumer is closed
         self.clocks.measure_due([shard for shard in shard_ids() if self.shards.is_open(shard)])
         self.start_order.restore(self.shards.is_open)
         held = len(self.start_order) + len(self.intake)
@@ -288,12 +289,13 @@ class ExecutorWorker:
             timeout = min(timeout, max(_DUE_WAIT_MIN, next_due - now))
         return timeout
 
-    def _step_back_if_cut_off(self) -> None:
-        """Tell the others which shards this executor reached lately; leave the group if a
-        shard has failed here for ``step_back_after`` while another member reached it."""
+    def _step_back_if_cut_off(self) -> bool:
+        """Tell the others which shards this executor reached lately; leave the group (and
+        say so) if a shard has failed here for ``step_back_after`` while another member
+        reached it."""
         now = time.monotonic()
         if self._peers is None or not self.config.step_back_after or now < self._next_peer_check:
-            return
+            return False
         self._next_peer_check = now + _PEER_CHECK_INTERVAL
         self._peers.shards_reachable(self.shards.reached(within=_REACHED_WITHIN))
         # The others' records are read at every check (on the registration's thread, for
@@ -308,10 +310,11 @@ class ExecutorWorker:
             if seconds >= self.config.step_back_after
         }
         if not stuck or seen is None or seen[0] < now - _PEERS_MAX_AGE:
-            return
+            return False
         able = [p.worker_id for p in seen[1] if p.partitions and stuck <= set(p.reachable_shards)]
         if able:
             self._leave_the_group(stuck, able)
+        return bool(able)
 
     def _leave_the_group(self, stuck: set[int], able: list[str]) -> None:
         logger.error(

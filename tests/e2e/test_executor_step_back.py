@@ -55,6 +55,7 @@ def test_an_executor_cut_off_from_a_shard_hands_its_jobs_to_one_that_reaches_it(
     )
     assert "leaving the consumer group" in cut_off.log()
     assert {job.attempts for job in all_jobs(pk__in=ids)} == {1}
+    assert cut_off.alive(), "an executor out of the group stays up, to join it again"
 
 
 def test_a_shard_no_executor_reaches_keeps_both_executors_in_the_group(
