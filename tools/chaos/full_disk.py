@@ -2,7 +2,8 @@
 of space for `DISK_FULL_SECONDS`, then gets it back.
 
 While the disk is full, a bulk create touching those shards must answer 503 (each of up
-to `PROBES` tries: one may still fit in pages the tables have free, and is then kept), and
+to `PROBES` tries, one after the other: a create may still fit in pages the tables and
+indexes have free, and is then kept; the tries use those pages up), and
 the other server's shards must go on running jobs. At the heal the file is deleted; a
 server that crashed meanwhile (PostgreSQL stops when it cannot write its WAL), or that
 does not answer within `RECOVERY_SECONDS`, is started again, as an operator would, and
@@ -26,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 DISK_FULL_SECONDS = 12.0
 PROBE_AFTER = 1.0  # seconds after the disk fills before the first bulk create
-PROBES = 3  # bulk creates at most, while they are acknowledged
+PROBES = 10  # bulk creates at most, while they are acknowledged
 RECOVERY_SECONDS = 10.0  # for the server to answer again once the space is back
 
 
