@@ -46,3 +46,28 @@ def test_a_descendant_is_counted_by_the_kind_its_command_line_names():
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_kinds_time_keeps_what_its_exited_processes_used():
+    """A PostgreSQL backend that exits takes its CPU time out of /proc; its parent keeps it
+    (as time of reaped children), so a kind's total does not drop."""
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+    parent = (
+        "import subprocess, sys\n"
+        f"for _ in range(2): subprocess.run([sys.executable, '-c', {burn!r}])\n"
+        "print('reaped', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    cpu = StackCpu(launcher_pid=os.getpid())
+    postmaster = subprocess.Popen(
+        [sys.executable, "-c", parent, "postgres"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert postmaster.stdout.readline() == "reaped\n"
+        assert cpu.sample().get("postgres", 0.0) >= 0.6  # the two exited children's 0.3 s
+    finally:
+        postmaster.kill()
+        postmaster.wait()

@@ -6,8 +6,10 @@ import os
 
 
 def process_stats() -> dict[int, list[str]]:
-    """Each live process's stat fields after its command name: ``[state, ppid, ...]``
-    (``fields[1]`` is the parent, ``fields[11]`` and ``fields[12]`` user and system ticks)."""
+    """Each live process's stat fields after its command name: ``[state, ppid, ...]``.
+
+    ``fields[1]`` is the parent; ``fields[11]`` and ``fields[12]`` are user and system
+    ticks, ``fields[13]`` and ``fields[14]`` those of the children it reaped."""
     result = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():

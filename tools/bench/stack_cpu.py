@@ -40,7 +40,9 @@ class StackCpu:
     def sample(self) -> dict[str, float]:
         stats = process_stats()
         parents = {pid: int(fields[1]) for pid, fields in stats.items()}
-        seconds = {pid: (int(f[11]) + int(f[12])) / self._ticks for pid, f in stats.items()}
+        # Own time and that of reaped children (a PostgreSQL backend's, once it exited, is
+        # the postmaster's): a kind's total never drops when one of its processes exits.
+        seconds = {pid: sum(map(int, f[11:15])) / self._ticks for pid, f in stats.items()}
         used: dict[str, float] = defaultdict(float)
         for pid, cpu_seconds in seconds.items():
             if self._descends(pid, parents):
