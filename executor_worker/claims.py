@@ -104,13 +104,9 @@ class ClaimStore:
             cursor.execute(
                 queries.CLAIM_SUCCEEDED, {**_named(requests), "handlers": list(handlers)}
             )
-            succeeded = [_attempt(row) for row in cursor.fetchall()]
-            if succeeded:
-                # Their history rows; those whose handler fails are dropped by ``reopen``.
-                # (An inline handler's HandlerResult is not kept: its row is written before
-                # it runs, and inline handlers call no other system.)
-                cursor.execute(queries.RECORD_INLINE_SUCCEEDED, _keys(succeeded))
-            return succeeded
+            # No history row: a job's row is the record of its last attempt, and for an
+            # inline success it holds all there is (``job_attempts`` lists it from there).
+            return [_attempt(row) for row in cursor.fetchall()]
 
     def not_yet_due(self, requests: Sequence[ClaimRequest]) -> dict[tuple[str, int], float]:
         """Of requests a claim did not start, those it would start once due, with their due
@@ -126,7 +122,6 @@ class ClaimStore:
         """Make attempts from ``claim_succeeded`` running, as ``claim`` would have."""
         with connections[self.alias].cursor() as cursor:
             cursor.execute(queries.REOPEN, {**_keys(attempts), "lease": self.lease_seconds})
-            cursor.execute(queries.FORGET_REOPENED, _keys(attempts))
 
     def renew(self, running: Sequence[tuple[str, int]]) -> int:
         """Extend the leases of these running (job_id, attempt) pairs; how many were still

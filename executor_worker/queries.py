@@ -13,7 +13,6 @@ from jobsvc.jobs.lifecycle import (
     SUCCEEDED,
     append_attempt_error,
 )
-from jobsvc.jobs.models import AttemptOutcome
 
 _APPEND_ERROR = append_attempt_error(attempt="d.attempt", error="d.error")
 
@@ -141,20 +140,4 @@ RECORD_ATTEMPTS = """
       JOIN jobs ON jobs.id = d.job_id AND jobs.attempts = d.attempt
      WHERE jobs.status = %(status)s AND jobs.updated_at = now()
         ON CONFLICT (job_id, attempt) DO NOTHING
-"""
-
-# The attempts CLAIM_SUCCEEDED started and finished: they began and ended at the
-# statement's now() (the transaction's start), as that statement wrote. Their handlers
-# run after, inside the transaction; REOPEN drops the rows of those that failed.
-RECORD_INLINE_SUCCEEDED = f"""
-    INSERT INTO jobs_attempt (job_id, attempt, started_at, finished_at, outcome)
-    SELECT d.job_id, d.attempt, now(), now(), '{AttemptOutcome.SUCCEEDED.value}'
-      FROM unnest(%(job_ids)s::text[], %(attempts)s::int[]) AS d(job_id, attempt)
-        ON CONFLICT (job_id, attempt) DO NOTHING
-"""
-
-FORGET_REOPENED = """
-    DELETE FROM jobs_attempt
-     USING unnest(%(job_ids)s::text[], %(attempts)s::int[]) AS d(job_id, attempt)
-     WHERE jobs_attempt.job_id = d.job_id AND jobs_attempt.attempt = d.attempt
 """

@@ -126,7 +126,9 @@ class JobAttempt(models.Model):
 
     Kept as long as the job (the scheduler's purge deletes both), on the job's shard.
     Written with raw SQL by the executor (``executor_worker/queries.py``) and the sweeper
-    (``scheduler_worker/queries.py``), one INSERT per batch of outcomes.
+    (``scheduler_worker/queries.py``), one INSERT per batch of outcomes. An attempt the
+    executor ran inline and found succeeded has no row: the job's row is its record
+    (``selectors.job_attempts`` lists it from there).
     """
 
     pk = models.CompositePrimaryKey("job_id", "attempt")

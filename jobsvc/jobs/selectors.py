@@ -11,7 +11,7 @@ from django.db.models import BigIntegerField, Count, F, Func, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
 from jobsvc import errors
-from jobsvc.jobs.models import Job, JobAttempt, JobStatus
+from jobsvc.jobs.models import AttemptOutcome, Job, JobAttempt, JobStatus
 from jobsvc.jobs.store import jobs_by_ids
 from jobsvc.sharding.ids import InvalidJobId, shard_of
 from jobsvc.sharding.shards import UnknownShard, shard_alias, shard_aliases
@@ -125,17 +125,42 @@ def job_attempts(
     *, user_id: int, job_id: str, before_attempt: int | None, limit: int
 ) -> AttemptPage:
     """The caller's job's attempts, newest first, ``limit`` per page (NotFound for another
-    user's job). A running job's current attempt comes first, as ``RunningAttempt``."""
+    user's job), from its history rows and, for the current attempt if it has none, from
+    the job's row (``_current_attempt_unrecorded``)."""
     job = job_get(user_id=user_id, job_id=job_id)
-    attempts: list[JobAttempt | RunningAttempt] = []
-    if before_attempt is None and job.status == JobStatus.RUNNING and job.attempts:
-        attempts.append(RunningAttempt(job.id, job.attempts, job.started_at))
     query = JobAttempt.objects.using(job._state.db).filter(job_id=job.id)
-    if attempts:
-        query = query.filter(attempt__lt=job.attempts)
     if before_attempt is not None:
         query = query.filter(attempt__lt=before_attempt)
-    attempts += query.order_by("-attempt")[: limit + 1 - len(attempts)]
+    rows = list(query.order_by("-attempt")[: limit + 1])
+    current = _current_attempt_unrecorded(job, rows, before_attempt)
+    attempts: list[JobAttempt | RunningAttempt] = ([current] if current else []) + rows
     has_more = len(attempts) > limit
     attempts = attempts[:limit]
     return AttemptPage(attempts, str(attempts[-1].attempt) if has_more and attempts else None)
+
+
+def _current_attempt_unrecorded(
+    job: Job, rows: list[JobAttempt], before_attempt: int | None
+) -> JobAttempt | RunningAttempt | None:
+    """The job's current attempt when it is on this page and has no history row: a running
+    one (``RunningAttempt``), or one its executor ran inline and found succeeded. The
+    executor writes no row for those: the job's row holds all there is (start and end at
+    one instant), and not writing it keeps that row's cost off the drain of no-op jobs."""
+    if not job.attempts or (before_attempt is not None and job.attempts >= before_attempt):
+        return None
+    if rows and rows[0].attempt == job.attempts:
+        return None
+    if job.status == JobStatus.RUNNING:
+        return RunningAttempt(job.id, job.attempts, job.started_at)
+    if job.status == JobStatus.SUCCEEDED and job.started_at and job.finished_at:
+        return JobAttempt(
+            job_id=job.id,
+            attempt=job.attempts,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            outcome=AttemptOutcome.SUCCEEDED,
+            error="",
+            http_status=None,
+            response_excerpt="",
+        )
+    return None

@@ -1,6 +1,7 @@
 """The attempt history (``jobs_attempt``) as the executor and the sweeper write it.
 
-Every finished attempt gets one row, written in the transaction that records its outcome;
+Every finished attempt gets one row, written in the transaction that records its outcome,
+but an inline success: the job's row is its record, and the owner's listing reads it there;
 an outcome that changes nothing (a duplicate, a stale attempt, one the sweeper gave up)
 writes nothing, and the purge deletes a job's rows with it. Executor tests run in one
 transaction, so ``now()`` is one instant: times are compared exactly.
@@ -16,6 +17,7 @@ from django.utils import timezone
 from executor_worker.claims import Attempt, ClaimRequest, ClaimStore, Outcome
 from jobsvc.jobs import store
 from jobsvc.jobs.models import Job, JobAttempt
+from jobsvc.jobs.selectors import job_attempts
 from jobsvc.jobs.specs import JobSpec
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias
@@ -73,6 +75,12 @@ def _rows(job_id: str) -> list[tuple]:
     return [
         (a.attempt, a.outcome, a.error, a.http_status, a.response_excerpt) for a in _history(job_id)
     ]
+
+
+def _attempts(job_id: str, *, before_attempt: int | None = None) -> list:
+    """The job's attempts as its owner reads them (GET .../attempts), newest first."""
+    page = job_attempts(user_id=7, job_id=job_id, before_attempt=before_attempt, limit=10)
+    return page.attempts
 
 
 def _job_row(job_id: str) -> Job:
@@ -190,14 +198,29 @@ def test_an_outcome_for_a_job_no_longer_running_writes_no_row(claims, status):
     assert _history(job_id) == []
 
 
-def test_an_inline_success_is_a_row_of_no_duration(claims):
+def test_an_inline_success_is_listed_from_its_job_row_with_no_duration(claims):
     job_id = _job()
 
     [attempt] = claims.claim_succeeded([_req(job_id)], handlers=["default"])
 
-    [row] = _history(job_id)
-    assert (row.attempt, row.outcome) == (attempt.attempt, "succeeded")
-    assert row.started_at == row.finished_at == _job_row(job_id).finished_at
+    assert _history(job_id) == []  # no row: the job's row holds it
+    [listed] = _attempts(job_id)
+    assert (listed.attempt, listed.outcome) == (attempt.attempt, "succeeded")
+    assert listed.started_at == listed.finished_at == _job_row(job_id).finished_at
+    assert (listed.duration_seconds, listed.http_status) == (0.0, None)
+
+
+def test_an_inline_success_after_failed_attempts_is_listed_before_them(claims):
+    job_id = _job()
+    claims.record([Outcome(attempt=_claim(claims, job_id), succeeded=False, retry_delay=0.0)])
+
+    claims.claim_succeeded([_req(job_id, attempt=2)], handlers=["default"])
+
+    assert [(a.attempt, a.outcome) for a in _attempts(job_id)] == [
+        (2, "succeeded"),
+        (1, "retried"),
+    ]
+    assert [(a.attempt, a.outcome) for a in _attempts(job_id, before_attempt=2)] == [(1, "retried")]
 
 
 def test_a_reopened_inline_attempt_keeps_only_the_outcome_recorded_after(claims):
@@ -205,10 +228,11 @@ def test_a_reopened_inline_attempt_keeps_only_the_outcome_recorded_after(claims)
     [attempt] = claims.claim_succeeded([_req(job_id)], handlers=["default"])
 
     claims.reopen([attempt])
-    assert _history(job_id) == []
+    assert [(a.attempt, a.outcome) for a in _attempts(job_id)] == [(1, "running")]
     claims.record([Outcome(attempt=attempt, succeeded=False, error="bad", retry_delay=2.0)])
 
     assert _rows(job_id) == [(1, "retried", "bad", None, "")]
+    assert [(a.attempt, a.outcome) for a in _attempts(job_id)] == [(1, "retried")]
 
 
 # --- the sweeper's lost attempts --------------------------------------------------------
