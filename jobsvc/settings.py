@@ -28,6 +28,8 @@ from jobsvc.env import (
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
+# Development mode: Django's debug pages, and keys generated when none are given. Never on
+# a deployment that users reach.
 DEBUG = env_bool("JOBSVC_DEBUG", False)
 # The keys come from the environment. Under DEBUG a missing one is a random key of this
 # process alone (never a constant anyone could read here): tokens then last only as long
@@ -46,10 +48,14 @@ def _checked_key(name: str, value: str) -> str:
     return value
 
 
+# Django's key (sessions, CSRF, password reset); at least 32 characters, required unless
+# JOBSVC_DEBUG.
 SECRET_KEY = _checked_key(
     "JOBSVC_SECRET_KEY",
     env_str("JOBSVC_SECRET_KEY", secrets.token_urlsafe(48) if DEBUG else None),
 )
+# The HS256 key that signs the API's access and refresh tokens; required unless
+# JOBSVC_DEBUG, and not JOBSVC_SECRET_KEY.
 JWT_SIGNING_KEY = _checked_key(
     "JOBSVC_JWT_SIGNING_KEY",
     env_str("JOBSVC_JWT_SIGNING_KEY", secrets.token_urlsafe(48) if DEBUG else None),
@@ -57,6 +63,7 @@ JWT_SIGNING_KEY = _checked_key(
 if JWT_SIGNING_KEY == SECRET_KEY:
     raise ConfigError("JOBSVC_JWT_SIGNING_KEY must differ from JOBSVC_SECRET_KEY")
 
+# Host names the API answers to (Django's ALLOWED_HOSTS), comma-separated.
 ALLOWED_HOSTS = env_list("JOBSVC_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 # DEBUG shows tracebacks and settings to whoever triggers an error: local use only.
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1", "testserver"}
@@ -133,9 +140,12 @@ TEMPLATES = [
 
 # --- Databases -------------------------------------------------------------------------
 
+# The control database (users, tokens, grants): a postgresql:// URL.
 CONTROL_DB_URL = env_str(
     "JOBSVC_CONTROL_DB_URL", "postgresql://jobsvc@127.0.0.1:5432/jobsvc_control"
 )
+# The shard databases, comma-separated postgresql:// URLs; a job id names its shard by
+# position in this list, so shards are only ever appended (docs/operations.md).
 SHARD_DB_URLS = env_database_urls(
     "JOBSVC_SHARD_DB_URLS",
     ",".join(f"postgresql://jobsvc@127.0.0.1:5432/jobsvc_shard_{i}" for i in range(4)),
@@ -171,8 +181,11 @@ DB_IDLE_IN_TRANSACTION_TIMEOUT = env_float(
 # takeover bound (docs/design/faults.md); a server's kernel acknowledges at once however
 # busy PostgreSQL is, so only a real network fault of that length trips them.
 DB_TCP_USER_TIMEOUT = env_float("JOBSVC_DB_TCP_USER_TIMEOUT_SECONDS", 3.0, minimum=0.5)
+# Idle seconds before a connection's first keepalive probe (see above).
 DB_KEEPALIVES_IDLE = env_int("JOBSVC_DB_KEEPALIVES_IDLE_SECONDS", 2, minimum=1)
+# Seconds between keepalive probes.
 DB_KEEPALIVES_INTERVAL = env_int("JOBSVC_DB_KEEPALIVES_INTERVAL_SECONDS", 1, minimum=1)
+# Unanswered keepalive probes after which the connection is dropped.
 DB_KEEPALIVES_COUNT = env_int("JOBSVC_DB_KEEPALIVES_COUNT", 2, minimum=1)
 
 
@@ -208,14 +221,17 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Coordination and messaging -------------------------------------------------------
 
+# ZooKeeper ensemble, "host:port,host:port" (kazoo's hosts string).
 ZK_HOSTS = env_str("JOBSVC_ZK_HOSTS", "127.0.0.1:2181")
 # A ZooKeeper user (SASL DIGEST-MD5) the workers and the cluster page authenticate as;
 # the znodes they create are readable and writable by that user only. "": no
 # authentication (the local stack).
 ZK_SASL_USERNAME = env_str("JOBSVC_ZK_SASL_USERNAME", "")
+# That user's password.
 ZK_SASL_PASSWORD = env_str("JOBSVC_ZK_SASL_PASSWORD", "")
 if bool(ZK_SASL_USERNAME) != bool(ZK_SASL_PASSWORD):
     raise ConfigError("JOBSVC_ZK_SASL_USERNAME and JOBSVC_ZK_SASL_PASSWORD go together")
+# Kafka bootstrap servers, "host:port,host:port".
 KAFKA_BOOTSTRAP = env_str("JOBSVC_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
 # How the app's Kafka clients authenticate (jobsvc.messaging.client_security): PLAINTEXT
 # (the local stack), SSL, SASL_PLAINTEXT or SASL_SSL; with SASL_*, a user of the brokers
@@ -225,8 +241,11 @@ if KAFKA_SECURITY_PROTOCOL not in {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_S
     raise ConfigError(
         "JOBSVC_KAFKA_SECURITY_PROTOCOL must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
     )
+# The SASL mechanism of the brokers' user (with SASL_*).
 KAFKA_SASL_MECHANISM = env_str("JOBSVC_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512")
+# That user's name.
 KAFKA_SASL_USERNAME = env_str("JOBSVC_KAFKA_SASL_USERNAME", "")
+# The password of JOBSVC_KAFKA_SASL_USERNAME.
 KAFKA_SASL_PASSWORD = env_str("JOBSVC_KAFKA_SASL_PASSWORD", "")
 if KAFKA_SECURITY_PROTOCOL.startswith("SASL_") and not (
     KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD
@@ -237,13 +256,18 @@ if KAFKA_SECURITY_PROTOCOL.startswith("SASL_") and not (
 # PEM bundle the brokers' TLS certificates are checked against (SSL, SASL_SSL); "": the
 # system's.
 KAFKA_SSL_CA_LOCATION = env_str("JOBSVC_KAFKA_SSL_CA_LOCATION", "")
+# The topic schedulers publish due jobs to and executors consume from.
 KAFKA_JOBS_TOPIC = env_str("JOBSVC_KAFKA_JOBS_TOPIC", "jobs")
+# The topic a job's last failed attempt is published to.
 KAFKA_DEAD_LETTER_TOPIC = env_str("JOBSVC_KAFKA_DEAD_LETTER_TOPIC", "jobs.dead-letter")
+# Partitions of the jobs topic when `ensure_topics` creates it: the most executors that
+# can share the work.
 KAFKA_JOBS_PARTITIONS = env_int("JOBSVC_KAFKA_JOBS_PARTITIONS", 12, minimum=1)
 # Replicas of every topic, and how many must have a message before the broker acknowledges
 # it (producers use acks=all). The workers refuse to start against a topic that has fewer
 # (jobsvc.messaging.topics). A production cluster of three brokers: 3 and 2.
 KAFKA_REPLICATION_FACTOR = env_int("JOBSVC_KAFKA_REPLICATION_FACTOR", 1, minimum=1)
+# Replicas that must have a message before the broker acknowledges it (see above).
 KAFKA_MIN_INSYNC_REPLICAS = env_int("JOBSVC_KAFKA_MIN_INSYNC_REPLICAS", 1, minimum=1)
 if KAFKA_MIN_INSYNC_REPLICAS > KAFKA_REPLICATION_FACTOR:
     raise ConfigError(
@@ -252,9 +276,13 @@ if KAFKA_MIN_INSYNC_REPLICAS > KAFKA_REPLICATION_FACTOR:
 
 # --- Jobs ----------------------------------------------------------------------------
 
+# Attempts a job gets when its request names no max_attempts.
 JOB_DEFAULT_MAX_ATTEMPTS = env_int("JOBSVC_JOB_DEFAULT_MAX_ATTEMPTS", 3, minimum=1)
+# The most max_attempts a request may name (and a retry may add up to).
 JOB_MAX_ATTEMPTS_LIMIT = env_int("JOBSVC_JOB_MAX_ATTEMPTS_LIMIT", 25, minimum=1)
+# Seconds an attempt may run when the request names no timeout_seconds.
 JOB_DEFAULT_TIMEOUT_SECONDS = env_float("JOBSVC_JOB_DEFAULT_TIMEOUT_SECONDS", 30.0, minimum=0.001)
+# The most timeout_seconds a request may name.
 JOB_TIMEOUT_LIMIT_SECONDS = env_float("JOBSVC_JOB_TIMEOUT_LIMIT_SECONDS", 900.0, minimum=0.001)
 # Handlers a job may name: name -> dotted path of the handler class. Projects add their own
 # in JOBSVC_EXTRA_HANDLERS as "name=dotted.path,..." (built with no constructor options).
@@ -263,6 +291,7 @@ JOB_HANDLERS = {
     "http": "jobsvc.handlers.http.HttpHandler",
     "kafka": "jobsvc.handlers.kafka.KafkaHandler",
 }
+# A project's own handlers, "name=dotted.path,...", added to default, http and kafka.
 for _entry in env_list("JOBSVC_EXTRA_HANDLERS"):
     _name, _, _path = _entry.partition("=")
     if not _name.strip() or not _path.strip():
@@ -285,6 +314,7 @@ HTTP_HANDLER_ALLOWED_HOSTS = env_list("JOBSVC_HTTP_HANDLER_ALLOWED_HOSTS")
 HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES = env_bool(
     "JOBSVC_HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES", False
 )
+# The most seconds an http job's request may be given (its timeout_seconds, capped).
 HTTP_HANDLER_MAX_TIMEOUT = env_float("JOBSVC_HTTP_HANDLER_MAX_TIMEOUT_SECONDS", 30.0, minimum=0.1)
 # A create request resolves the hosts of its http jobs to check their addresses
 # (jobsvc.handlers.resolution), each distinct host once: at most this many distinct hosts
@@ -306,6 +336,7 @@ if ATTEMPT_RESPONSE_EXCERPT_BYTES > 65536:
 # Topics the kafka handler may publish to at all; staff grant each user some of them
 # (User.kafka_topics). A system topic here (jobs, dead letters, __*) stops start-up.
 KAFKA_HANDLER_ALLOWED_TOPICS = env_list("JOBSVC_KAFKA_HANDLER_ALLOWED_TOPICS")
+# The most seconds a kafka job's publish may wait for the broker's acknowledgement.
 KAFKA_HANDLER_MAX_TIMEOUT = env_float("JOBSVC_KAFKA_HANDLER_MAX_TIMEOUT_SECONDS", 10.0, minimum=0.1)
 
 
@@ -335,6 +366,7 @@ except ValueError:
 
 # ZooKeeper session timeout: how long a dead worker keeps its shards (ZK's floor is 2 ticks).
 ZK_SESSION_TIMEOUT = env_float("JOBSVC_ZK_SESSION_TIMEOUT_SECONDS", 5.0, minimum=1.0)
+# The znode under which the workers register and own shards; one per deployment.
 ZK_ROOT = env_str("JOBSVC_ZK_ROOT", "/jobsvc")
 # Seconds between the starts of a shard's dispatch rounds: a job that comes due waits
 # about this long at most before it is dispatched.
@@ -359,6 +391,8 @@ SCHEDULER_DISPATCH_AHEAD = env_float("JOBSVC_SCHEDULER_DISPATCH_AHEAD_SECONDS", 
 # Seconds between sweeps of an owned shard: running attempts whose lease expired (their
 # executor died or was cut off) and lost messages are made due again.
 SCHEDULER_SWEEP_INTERVAL = env_float("JOBSVC_SCHEDULER_SWEEP_INTERVAL_SECONDS", 1.0, minimum=0.1)
+# Seconds a scheduler reuses the users' weights it read: a changed job_weight applies
+# within this.
 SCHEDULER_WEIGHT_REFRESH = env_float("JOBSVC_SCHEDULER_WEIGHT_REFRESH_SECONDS", 2.0, minimum=0.1)
 # Seconds the broker gets to acknowledge a dispatch's message; after it the job is due again
 # and the round counts as failed (see JOBSVC_SCHEDULER_STEP_BACK_AFTER_SECONDS).
@@ -371,10 +405,13 @@ SCHEDULER_UNHEALTHY_AFTER = env_float("JOBSVC_SCHEDULER_UNHEALTHY_AFTER_SECONDS"
 # reached from here) while other schedulers run, before this one steps back: it leaves the
 # membership, so its shards move to them, for JOBSVC_SCHEDULER_STEP_BACK_SECONDS.
 SCHEDULER_STEP_BACK_AFTER = env_float("JOBSVC_SCHEDULER_STEP_BACK_AFTER_SECONDS", 3.0, minimum=0.5)
+# Seconds a scheduler that stepped back stays out of the membership (it joins again at
+# once if no other scheduler is left).
 SCHEDULER_STEP_BACK = env_float("JOBSVC_SCHEDULER_STEP_BACK_SECONDS", 30.0, minimum=1.0)
 
 # --- Executor workers ----------------------------------------------------------------
 
+# The Kafka consumer group every executor of a deployment joins.
 EXECUTOR_GROUP_ID = env_str("JOBSVC_EXECUTOR_GROUP_ID", "jobsvc-executors")
 EXECUTOR_CONCURRENCY = env_int("JOBSVC_EXECUTOR_CONCURRENCY", 16, minimum=1)  # handler threads
 # Messages per poll.
@@ -410,18 +447,24 @@ EXECUTOR_LEASE_SECONDS = env_float("JOBSVC_EXECUTOR_LEASE_SECONDS", 6.0, minimum
 # jobs it held, go to the others) for JOBSVC_EXECUTOR_STEP_BACK_SECONDS. A shard down for
 # every executor moves nothing. 0: never leave.
 EXECUTOR_STEP_BACK_AFTER = env_float("JOBSVC_EXECUTOR_STEP_BACK_AFTER_SECONDS", 3.0, minimum=0.0)
+# Seconds an executor that left the consumer group stays out before it joins again.
 EXECUTOR_STEP_BACK = env_float("JOBSVC_EXECUTOR_STEP_BACK_SECONDS", 30.0, minimum=1.0)
 # Seconds an executor's clock may be off a shard database's before /readyz says so. Jobs
 # are held by the database's clock whatever the offset (executor_worker.shard_clocks).
 EXECUTOR_MAX_CLOCK_OFFSET = env_float(
     "JOBSVC_EXECUTOR_MAX_CLOCK_OFFSET_SECONDS", 1.0, minimum=0.001
 )
+# Seconds a stopping executor (SIGTERM) waits for the attempts it runs to finish and be
+# recorded; those still running then are taken back by the sweeper when their lease ends.
 EXECUTOR_DRAIN_TIMEOUT = env_float("JOBSVC_EXECUTOR_DRAIN_TIMEOUT_SECONDS", 30.0, minimum=0.0)
 EXECUTOR_METRICS_PORT = env_int("JOBSVC_EXECUTOR_METRICS_PORT", 0, minimum=0)  # 0: off
 # Seconds a shard database (claims, records) or the dead-letter topic may fail every try
 # before the executor's /readyz (on its metrics port) answers 503.
 EXECUTOR_UNHEALTHY_AFTER = env_float("JOBSVC_EXECUTOR_UNHEALTHY_AFTER_SECONDS", 10.0, minimum=1.0)
+# Backoff before a failed attempt's retry: retry n waits between half and all of
+# min(max delay, base delay x 2^(n-1)) seconds (executor_worker.retry_policy).
 RETRY_BASE_DELAY = env_float("JOBSVC_RETRY_BASE_DELAY_SECONDS", 1.0, minimum=0.0)
+# The most seconds a retry waits (the backoff's cap).
 RETRY_MAX_DELAY = env_float("JOBSVC_RETRY_MAX_DELAY_SECONDS", 300.0, minimum=0.0)
 
 # --- Auth ------------------------------------------------------------------------------
@@ -454,7 +497,9 @@ SELF_SERVICE_MAX_JOB_WEIGHT = env_float(
     "JOBSVC_SELF_SERVICE_MAX_JOB_WEIGHT", 1.0, minimum=MIN_JOB_WEIGHT, maximum=MAX_JOB_WEIGHT
 )
 
+# Seconds an access token is valid.
 TOKEN_LIFETIME = timedelta(seconds=env_int("JOBSVC_TOKEN_LIFETIME_SECONDS", 3600, minimum=30))
+# Seconds a refresh token is valid.
 TOKEN_REFRESH_LIFETIME = timedelta(
     seconds=env_int("JOBSVC_TOKEN_REFRESH_LIFETIME_SECONDS", 86400, minimum=60)
 )
@@ -539,8 +584,11 @@ SPECTACULAR_SETTINGS = {
 
 # Limits on what a request may ask for.
 MAX_MESSAGE_BYTES = env_int("JOBSVC_MAX_MESSAGE_BYTES", 64 * 1024, minimum=1)
+# How far ahead execute_at may be, in days.
 MAX_SCHEDULE_HORIZON = timedelta(days=env_int("JOBSVC_MAX_SCHEDULE_HORIZON_DAYS", 365, minimum=1))
+# Jobs in one bulk create request, at most.
 MAX_BULK_JOBS = env_int("JOBSVC_MAX_BULK_JOBS", 1000, minimum=1)
+# Bytes of a request's body, at most (beyond: 413).
 MAX_REQUEST_BYTES = env_int("JOBSVC_MAX_REQUEST_BYTES", 16 * 1024 * 1024, minimum=1024)
 # A bulk request of at least this many jobs is dealt over every shard and committed in two
 # phases (jobsvc.jobs.spread); smaller ones, and all where this is 0, go to one shard.
@@ -583,7 +631,9 @@ USER_CREATE_BURST_SECONDS = env_float("JOBSVC_USER_CREATE_BURST_SECONDS", 100.0,
 USER_UNFINISHED_REFRESH_SECONDS = env_float(
     "JOBSVC_USER_UNFINISHED_REFRESH_SECONDS", 5.0, minimum=0.0
 )
+# Jobs (and attempts) in a page of a list when the request names no limit.
 JOBS_PAGE_SIZE = env_int("JOBSVC_JOBS_PAGE_SIZE", 50, minimum=1)
+# The most ?limit= a list request may name.
 JOBS_MAX_PAGE_SIZE = env_int("JOBSVC_JOBS_MAX_PAGE_SIZE", 500, minimum=1)
 
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
@@ -598,6 +648,7 @@ STATIC_URL = "static/"
 # Admin assets are served by WhiteNoise straight from the installed apps (no collectstatic).
 WHITENOISE_USE_FINDERS = True
 
+# The app's log level: DEBUG, INFO, WARNING, ERROR.
 LOG_LEVEL = env_str("JOBSVC_LOG_LEVEL", "INFO")
 LOG_FORMAT = env_str("JOBSVC_LOG_FORMAT", "plain")  # "plain" or "json"
 if LOG_FORMAT not in {"plain", "json"}:
