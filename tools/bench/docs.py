@@ -95,6 +95,18 @@ def _round_ratio(result: dict) -> Verdict:
     return Verdict(f"{ratio:.2f}x", ratio <= 1.5)
 
 
+# 5 % of what a webhook job costs the stack in the webhook drain (`fairness_webhooks`:
+# about 2,000 µs of CPU per job on the 2-core machine).
+HISTORY_BUDGET_US = 100.0
+
+
+def _history_cost(result: dict) -> Verdict:
+    extra = _get(result, "extra_us_per_job")
+    share = _get(result, "extra_share")
+    figure = f"+{extra:.1f} µs per job (+{100 * share:.0f} % of the claim and record)"
+    return Verdict(figure, extra <= HISTORY_BUDGET_US)
+
+
 def _lateness(result: dict) -> Verdict:
     p50 = _get(result, "started_minus_due", "p50_ms")
     p99 = _get(result, "started_minus_due", "p99_ms")
@@ -262,6 +274,12 @@ PROMISES: tuple[Promise, ...] = (
         _wait("their_wait_ms"),
     ),
     Promise("end_to_end", "End to end, 500,000 no-op jobs", "≥ 10,000 jobs/s", _end_to_end),
+    Promise(
+        "attempt_history",
+        "Writing the attempt history, webhook jobs (no-op jobs write none)",
+        "≤ 100 µs per job: 5 % of a webhook job's CPU in `fairness_webhooks`",
+        _history_cost,
+    ),
     Promise(
         "failover",
         "SIGKILL a scheduler and an executor at 300 jobs/s",

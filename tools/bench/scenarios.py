@@ -133,6 +133,12 @@ def peers(context: BenchContext) -> dict:
     return run_peers(context)
 
 
+def attempt_history(context: BenchContext) -> dict:
+    from tools.bench.attempt_history import run_attempt_history
+
+    return run_attempt_history(context)
+
+
 def failover(context: BenchContext) -> dict:
     from tools.bench.failover import run_failover
 
@@ -157,6 +163,7 @@ SCENARIOS: dict[str, Callable[[BenchContext], dict]] = {
     "fairness_thousand_users": fairness_thousand_users,
     "fairness_with_retries": fairness_with_retries,
     "end_to_end": end_to_end,
+    "attempt_history": attempt_history,
     "failover": failover,
     "peers": peers,
     "soak": soak,
