@@ -278,7 +278,7 @@ if KAFKA_MIN_INSYNC_REPLICAS > KAFKA_REPLICATION_FACTOR:
 
 # Attempts a job gets when its request names no max_attempts.
 JOB_DEFAULT_MAX_ATTEMPTS = env_int("JOBSVC_JOB_DEFAULT_MAX_ATTEMPTS", 3, minimum=1)
-# The most max_attempts a request may name (and a retry may add up to).
+# The most max_attempts a create may name, and the most new attempts one retry may give.
 JOB_MAX_ATTEMPTS_LIMIT = env_int("JOBSVC_JOB_MAX_ATTEMPTS_LIMIT", 25, minimum=1)
 # Seconds an attempt may run when the request names no timeout_seconds.
 JOB_DEFAULT_TIMEOUT_SECONDS = env_float("JOBSVC_JOB_DEFAULT_TIMEOUT_SECONDS", 30.0, minimum=0.001)
