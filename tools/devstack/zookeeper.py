@@ -24,7 +24,11 @@ ZOOKEEPER_JAR = JAVA_SHARE / "zookeeper.jar"
 SLF4J_PROVIDER_JAR = JAVA_SHARE / "slf4j-simple.jar"
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"  # standalone, no quorum
 TICK_TIME_MS = 2000  # sessions time out between 2 and 20 ticks (4 s to 40 s)
-HEAP_MB = 512  # -Xmx; a development ZooKeeper holds a few thousand znodes at most
+# -Xms and -Xmx: a development ZooKeeper holds a few thousand znodes at most. The whole heap
+# is committed and touched at start (as Kafka's own scripts fix -Xms to -Xmx), so the
+# process's memory does not creep up as the collector grows the heap: growth that shows
+# is native memory.
+HEAP_MB = 128
 SNAPSHOTS_KEPT = 3  # autopurge keeps this many snapshots (and their logs)
 PURGE_INTERVAL_HOURS = 1
 
@@ -77,7 +81,10 @@ class ZooKeeperServer(Server):
     def _argv(self) -> list[str]:
         return [
             java(),
+            f"-Xms{HEAP_MB}m",
             f"-Xmx{HEAP_MB}m",
+            "-XX:+AlwaysPreTouch",
+            "-XX:+ExitOnOutOfMemoryError",
             "-Djava.net.preferIPv4Stack=true",
             "-Dorg.slf4j.simpleLogger.showDateTime=true",
             "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSSZ",
