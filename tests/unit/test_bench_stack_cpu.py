@@ -71,3 +71,32 @@ def test_a_kinds_time_keeps_what_its_exited_processes_used():
     finally:
         postmaster.kill()
         postmaster.wait()
+
+
+def test_an_exited_process_not_reaped_yet_counts_as_its_parents_kind():
+    """An exited process keeps its CPU time in /proc until its parent reaps it, but no
+    longer its command line: it counts as its parent's kind, where the time goes next."""
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+    parent = (
+        "import os, subprocess, sys\n"
+        # the child is named a scheduler; the parent's own command line must not say so
+        f"child = subprocess.Popen([sys.executable, '-c', {burn!r}, 'run_' + 'scheduler'])\n"
+        "os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped\n"
+        "print('exited', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    cpu = StackCpu(launcher_pid=os.getpid())
+    postmaster = subprocess.Popen(
+        [sys.executable, "-c", parent, "postgres"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert postmaster.stdout.readline() == "exited\n"
+        used = cpu.sample()
+        assert used.get("postgres", 0.0) >= 0.3, used
+        assert used.get("scheduler", 0.0) == 0.0, used
+    finally:
+        postmaster.kill()
+        postmaster.wait()

@@ -44,9 +44,10 @@ class StackCpu:
         # the postmaster's): a kind's total never drops when one of its processes exits.
         seconds = {pid: sum(map(int, f[11:15])) / self._ticks for pid, f in stats.items()}
         used: dict[str, float] = defaultdict(float)
+        kinds: dict[int, str] = {}
         for pid, cpu_seconds in seconds.items():
             if self._descends(pid, parents):
-                used[self._kind(pid)] += cpu_seconds
+                used[self._kind(pid, parents, kinds)] += cpu_seconds
         used[self.MACHINE] = self._machine_busy()
         return dict(used)
 
@@ -57,13 +58,26 @@ class StackCpu:
             pid = parents.get(pid, 0)
         return False
 
-    def _kind(self, pid: int) -> str:
+    def _kind(self, pid: int, parents: dict[int, int], kinds: dict[int, str]) -> str:
+        """The kind its command line names, else its parent's: a process that exited and
+        is not reaped yet has no command line, and its time goes to its parent's when it
+        is reaped (a PostgreSQL backend's to the postmaster's), so it counts there now."""
+        if pid not in kinds:
+            kind = self._named_kind(pid)
+            if kind is None:
+                parent = parents.get(pid, 0)
+                top = parent <= 1 or pid == self.launcher_pid
+                kind = "other" if top else self._kind(parent, parents, kinds)
+            kinds[pid] = kind
+        return kinds[pid]
+
+    def _named_kind(self, pid: int) -> str | None:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
                 command = cmdline.read().decode(errors="replace")
         except OSError:
-            return "other"
-        return next((kind for marker, kind in self._KINDS if marker in command), "other")
+            return None
+        return next((kind for marker, kind in self._KINDS if marker in command), None)
 
     def _machine_busy(self) -> float:
         with open("/proc/stat") as stat:
