@@ -253,3 +253,16 @@ def test_shared_buffers_filling_up_is_not_growth_but_private_memory_is():
         minutes=6, samples=samples(5.0), jobs=_jobs(6), loadgen=LOADGEN, roles=roles
     )
     assert leaking["checks"]["memory_growth"]["grown"] == ["postgres-a"]
+
+
+def test_a_minute_the_load_generator_fell_behind_in_fails_the_soak():
+    jobs = _jobs(4)
+    jobs["created_per_minute"][2] = 1_300 * 60  # 1,300 jobs/s: not the design peak
+    result = soak_result(minutes=4, samples=_samples(4), jobs=jobs, loadgen=LOADGEN, roles=ROLES)
+    assert result["checks"]["rate_held"] == {
+        "at_least": 1361.2,
+        "minutes_short": [3],
+        "passed": False,
+    }
+    assert result["passed"] is False
+    assert "(no: minutes 3)" in result["markdown"]

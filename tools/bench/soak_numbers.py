@@ -10,6 +10,8 @@ memory samples, and the pass/fail tests. Pure functions, no servers.
   them: a process that settles after minute 1 passes, one that climbs steadily fails.
 - Lateness fails a minute whose p99 is over ``P99_LIMIT_MS``, or more than
   ``CREEP_LIMIT`` times minute 2's p99.
+- The load is held when every minute's jobs were created at ``RATE_HELD`` of the rate or
+  more: a minute the load generator fell behind in did not measure the design peak.
 
 Minutes are counted from 1 in what the soak reports; the lists here are indexed from 0,
 so "minute 2" is index 1.
@@ -25,6 +27,7 @@ P99_LIMIT_MS = 100.0  # every minute's p99 of started_at - execute_at, at most
 CREEP_LIMIT = 1.5  # no minute's p99 above this times minute 2's
 GROWTH_TOLERANCE = 0.10  # of the level: the most a process may grow over the run
 WORKER_RSS_LIMIT_MIB = 150.0  # each scheduler and executor process, at its peak
+RATE_HELD = 0.98  # of the rate: every minute's created/s at least this
 REFERENCE_MINUTE = 1  # index of minute 2: the first after start-up
 
 
@@ -119,6 +122,14 @@ def growth(levels: Sequence[float | None], *, tolerance: float = GROWTH_TOLERANC
         "level": round(level, 1),
         "grows": grown > tolerance * level,
     }
+
+
+def rate_check(created_per_s: Sequence[float], rate: float) -> dict:
+    """Whether every minute's creates kept up with ``rate`` (within ``RATE_HELD``)."""
+    short = [
+        minute + 1 for minute, created in enumerate(created_per_s) if created < RATE_HELD * rate
+    ]
+    return {"at_least": round(RATE_HELD * rate, 1), "minutes_short": short, "passed": not short}
 
 
 def lateness_checks(minutes: Sequence[Mapping]) -> dict:
