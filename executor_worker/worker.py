@@ -96,7 +96,7 @@ class ExecutorConfig:
     # letters inside one extends it.
     idle_transaction_limit: float = 0.0
     read_ahead: int = 20000  # jobs held (not due yet, or waiting for their turn) at most
-    claim_batch: int = 1000  # inline jobs taken per turn, to be claimed
+    claim_batch: int = 250  # inline jobs taken per turn, to be claimed
     max_clock_offset: float = 1.0  # seconds off a shard's clock before /readyz says so
     step_back_after: float = 3.0  # seconds a shard fails here before leaving (0: never)
     step_back_seconds: float = 30.0  # seconds out of the group after leaving

@@ -424,9 +424,10 @@ EXECUTOR_MAX_IN_FLIGHT = env_int("JOBSVC_EXECUTOR_MAX_IN_FLIGHT", 2000, minimum=
 # the weighted fair order decides, not the broker's FIFO partitions.
 EXECUTOR_READ_AHEAD = env_int("JOBSVC_EXECUTOR_READ_AHEAD", 20000, minimum=1)
 # Inline jobs (no-op, kafka) taken per turn to be claimed, one transaction per shard: a job
-# that goes next in the fair order starts after about one such claim. Smaller claims cost
-# more transactions (commits) per job.
-EXECUTOR_CLAIM_BATCH = env_int("JOBSVC_EXECUTOR_CLAIM_BATCH", 1000, minimum=1)
+# that goes next in the fair order starts after about one turn, so a turn's length is what
+# a light user's job waits behind a flood. Smaller claims cost more transactions (commits)
+# per job; 250 keeps a turn short without slowing a drain.
+EXECUTOR_CLAIM_BATCH = env_int("JOBSVC_EXECUTOR_CLAIM_BATCH", 250, minimum=1)
 # Messages of one partition held behind one not handled yet (a long job, a shard that
 # cannot be reached): offsets are committed only up to it, so at this many the executor
 # stops reading the partition (bounded memory) until half are committed.

@@ -32,7 +32,7 @@ from jobsvc.sharding.shards import shard_alias
 from tools.bench.dispatch import _analyze, _clean_slate, load_jobs
 
 SHARD = 0
-BATCH = 1000  # the executor's default claim batch
+BATCH = 1000  # jobs claimed, then recorded, in one transaction each
 ROUNDS = 20  # pairs of batches, one of each kind, their order alternating
 QUICK_ROUNDS = 5
 EXCERPT = '{"received": true}'  # a receiver's answer, as the http handler keeps it
