@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from tools.bench.stack_cpu import CpuUsed, StackCpu
 
@@ -59,18 +61,9 @@ def test_a_kinds_time_keeps_what_its_exited_processes_used():
         "sys.stdin.read()\n"
     )
     cpu = StackCpu(launcher_pid=os.getpid())
-    postmaster = subprocess.Popen(
-        [sys.executable, "-c", parent, "postgres"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with _postmaster(parent) as postmaster:
         assert postmaster.stdout.readline() == "reaped\n"
         assert cpu.sample().get("postgres", 0.0) >= 0.6  # the two exited children's 0.3 s
-    finally:
-        postmaster.kill()
-        postmaster.wait()
 
 
 def test_an_exited_process_not_reaped_yet_counts_as_its_parents_kind():
@@ -86,17 +79,25 @@ def test_an_exited_process_not_reaped_yet_counts_as_its_parents_kind():
         "sys.stdin.read()\n"
     )
     cpu = StackCpu(launcher_pid=os.getpid())
-    postmaster = subprocess.Popen(
-        [sys.executable, "-c", parent, "postgres"],
+    with _postmaster(parent) as postmaster:
+        assert postmaster.stdout.readline() == "exited\n"
+        used = cpu.sample()
+        assert used.get("postgres", 0.0) >= 0.3, used
+        assert used.get("scheduler", 0.0) == 0.0, used
+
+
+@contextmanager
+def _postmaster(code: str) -> Iterator[subprocess.Popen]:
+    """A child of this process running ``code``, its command line naming it postgres;
+    killed afterwards."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, "postgres"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
-        assert postmaster.stdout.readline() == "exited\n"
-        used = cpu.sample()
-        assert used.get("postgres", 0.0) >= 0.3, used
-        assert used.get("scheduler", 0.0) == 0.0, used
+        yield process
     finally:
-        postmaster.kill()
-        postmaster.wait()
+        process.kill()
+        process.wait()

@@ -106,13 +106,7 @@ def run_soak(context) -> dict:
     ):
         _wait_for_executors(env, workers)
         _warm_up(env, context.out, api, workers)
-        loadgen = WorkerProcess(
-            kind="loadgen",
-            name="soak-loadgen",
-            env=env,
-            log_dir=context.out,
-            argv=_loadgen_argv(api, minutes * 60, summary_file),
-        )
+        loadgen = _loadgen("soak-loadgen", env, context.out, api, minutes * 60, summary_file)
         try:
             roles = _roles(workers, loadgen, servers)
             samples = _sample_until_done(
@@ -149,13 +143,7 @@ def _wait_for_executors(env: dict[str, str], workers) -> None:
 def _warm_up(env: dict[str, str], out: Path, api: str, workers) -> None:
     """The same load for ``WARM_UP_SECONDS``, not measured, then its jobs deleted: the
     soak measures a running system, not the broker's JIT compiler and cold caches."""
-    warm_up = WorkerProcess(
-        kind="loadgen",
-        name="soak-warm-up",
-        env=env,
-        log_dir=out,
-        argv=_loadgen_argv(api, WARM_UP_SECONDS, out / "soak-warm-up.json"),
-    )
+    warm_up = _loadgen("soak-warm-up", env, out, api, WARM_UP_SECONDS, out / "soak-warm-up.json")
     try:
         _wait(
             lambda: not warm_up.alive(),
@@ -168,6 +156,19 @@ def _warm_up(env: dict[str, str], out: Path, api: str, workers) -> None:
     if warm_up.process.returncode != 0:
         raise RuntimeError(f"the warm-up's load generator failed:\n{warm_up.log()[-4000:]}")
     truncate_jobs()
+
+
+def _loadgen(
+    name: str, env: dict[str, str], out: Path, api: str, seconds: int, summary_file: Path
+) -> WorkerProcess:
+    """The load generator at the design peak for ``seconds``, then draining."""
+    return WorkerProcess(
+        kind="loadgen",
+        name=name,
+        env=env,
+        log_dir=out,
+        argv=_loadgen_argv(api, seconds, summary_file),
+    )
 
 
 def _loadgen_argv(api: str, seconds: int, summary_file: Path) -> list[str]:
@@ -459,8 +460,7 @@ def soak_result(
             f"{CONNECTIONS} connections, each job due {LEAD_SECONDS:g} s after its "
             f"request), after {WARM_UP_SECONDS} s of the same load not measured (its jobs "
             f"deleted before the measured minutes); no-op handler; memory, tables and CPU "
-            f"sampled every "
-            f"{SAMPLE_SECONDS:g} s, a minute's value the mean of its samples",
+            f"sampled every {SAMPLE_SECONDS:g} s, a minute's value the mean of its samples",
         ),
     }
     result["markdown"] = soak_markdown(result)
