@@ -368,9 +368,13 @@ except ValueError:
 ZK_SESSION_TIMEOUT = env_float("JOBSVC_ZK_SESSION_TIMEOUT_SECONDS", 5.0, minimum=1.0)
 # The znode under which the workers register and own shards; one per deployment.
 ZK_ROOT = env_str("JOBSVC_ZK_ROOT", "/jobsvc")
-# Seconds between the starts of a shard's dispatch rounds: a job that comes due waits
-# about this long at most before it is dispatched.
-SCHEDULER_POLL_INTERVAL = env_float("JOBSVC_SCHEDULER_POLL_INTERVAL_SECONDS", 0.05, minimum=0.001)
+# Seconds between the starts of a shard's dispatch rounds. A job created less than
+# JOBSVC_SCHEDULER_DISPATCH_AHEAD_SECONDS before its due time (one created to run now)
+# waits up to this long for the next round; one created earlier is dispatched ahead of
+# its time whatever this is. A round costs its queries, a commit and a batch to the
+# broker however few jobs it finds: shorter intervals buy due-now jobs a few tens of
+# milliseconds with CPU the design peak needs on a small machine (docs/benchmarks.md).
+SCHEDULER_POLL_INTERVAL = env_float("JOBSVC_SCHEDULER_POLL_INTERVAL_SECONDS", 0.1, minimum=0.001)
 # Jobs of one shard published and not finished, shared by weight among the users with jobs
 # due: each may have its share in flight (scheduler_worker.in_flight), the rest waits in
 # PostgreSQL. Executors hold what is in flight and start it in weighted fair order, so this

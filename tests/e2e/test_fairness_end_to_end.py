@@ -66,7 +66,7 @@ MIN_WINDOWS = 3  # whole 1-s windows with every user backlogged, or the test mea
 RUN_OUT_WINDOWS = 1
 # The first second of webhook jobs is checked by Jain's index only, too: executors give a
 # free thread whatever job is held, and until every shard's first round has been read
-# (the schedulers' rounds on the four shards are up to a 50 ms poll apart) they hold only
+# (the schedulers' rounds on the four shards are up to a 0.1 s poll apart) they hold only
 # the jobs published first. Webhooks start at 550-850 a second, so those first ~0.1 s are
 # a large part of the first window: once 0.483 for the weight-4 user instead of 0.571.
 WEBHOOK_WARM_UP_WINDOWS = 1

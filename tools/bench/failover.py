@@ -81,7 +81,6 @@ QUANTILES = 1000  # the lateness distribution is kept as this many + 1 quantiles
 # The end-to-end tests' fast failure timings (tests/e2e/conftest.py), and a queued lease
 # of 3 s, so recovery is measured in seconds rather than minutes.
 FAST_TIMINGS = {
-    "JOBSVC_SCHEDULER_POLL_INTERVAL_SECONDS": "0.05",
     "JOBSVC_SCHEDULER_SWEEP_INTERVAL_SECONDS": "0.5",
     "JOBSVC_SCHEDULER_QUEUED_TIMEOUT_SECONDS": "3",
     "JOBSVC_ZK_SESSION_TIMEOUT_SECONDS": "4",
