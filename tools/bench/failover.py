@@ -56,7 +56,8 @@ from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias, shard_ids
 from scheduler_worker.queries import LOST_ATTEMPT_ERROR
 from tools.bench.processes import WorkerProcess
-from tools.webhook_receiver import LOOPBACK_WEBHOOKS, Receiver
+from tools.fast_timings import FAST_FAILURE_TIMINGS
+from tools.webhook_receiver import Receiver
 
 RATE = 300  # jobs due per second
 FULL_SECONDS = 40  # seconds over which jobs fall due
@@ -78,17 +79,9 @@ DRAIN_TIMEOUT = 90.0  # seconds after the last due time for every job to finish
 COPY_CHUNK = 10_000
 QUANTILES = 1000  # the lateness distribution is kept as this many + 1 quantiles
 
-# The end-to-end tests' fast failure timings (tests/e2e/conftest.py), and a queued lease
+# The end-to-end tests' fast failure timings (tools/fast_timings.py), and a queued lease
 # of 3 s, so recovery is measured in seconds rather than minutes.
-FAST_TIMINGS = {
-    "JOBSVC_SCHEDULER_SWEEP_INTERVAL_SECONDS": "0.5",
-    "JOBSVC_SCHEDULER_QUEUED_TIMEOUT_SECONDS": "3",
-    "JOBSVC_ZK_SESSION_TIMEOUT_SECONDS": "4",
-    "JOBSVC_RETRY_BASE_DELAY_SECONDS": "0.2",
-    "JOBSVC_RETRY_MAX_DELAY_SECONDS": "1",
-    "JOBSVC_EXECUTOR_LEASE_SECONDS": "2",
-    "JOBSVC_EXECUTOR_DRAIN_TIMEOUT_SECONDS": "5",
-}
+FAST_TIMINGS = {**FAST_FAILURE_TIMINGS, "JOBSVC_SCHEDULER_QUEUED_TIMEOUT_SECONDS": "3"}
 
 
 @dataclass(frozen=True)
@@ -151,7 +144,6 @@ def _worker_env(base: dict[str, str], suffix: str) -> dict[str, str]:
         "JOBSVC_KAFKA_DEAD_LETTER_TOPIC": dead_letter,
         "JOBSVC_EXECUTOR_GROUP_ID": f"bench-executors-failover-{suffix}",
         "JOBSVC_ZK_ROOT": f"/bench-failover-{suffix}",
-        **LOOPBACK_WEBHOOKS,
         "JOBSVC_LOG_LEVEL": "WARNING",
         "PYTHONUNBUFFERED": "1",
     }
