@@ -8,7 +8,8 @@ reached lately. The node is rewritten when those change, deleted on a clean stop
 with the session when the executor is killed. It is a picture, not a lock: it may lag
 behind the consumer group by a round trip, and it is never worth delaying a job for. The
 one decision taken from it: an executor that cannot reach a shard leaves the consumer
-group for a while if another member reached that shard lately (``executor_worker``).
+group for a while if another member reached that shard lately, and joins again as soon as
+no such member holds partitions (``executor_worker.step_back``).
 
 Hence the one rule of ``ExecutorRegistration``: it never blocks the executor. The
 executor calls ``partitions_changed`` from its consumer's rebalance callbacks; that only
@@ -48,10 +49,10 @@ logger = logging.getLogger(__name__)
 RETRY_DELAY = 1.0  # seconds before retrying a write that failed with the connection up
 NOT_CONNECTED_WARNING = 10.0  # seconds without a connection before a warning is logged
 STOP_TIMEOUT = 5.0  # seconds stop() waits for the node to be deleted
+PEERS_INTERVAL = 1.0  # seconds between reads of the other executors' records
 
 _SYNC = "SYNC"  # queue item: the partitions changed, or our node did; write what is due
 _STOP = "STOP"  # queue item: stop() was called
-_PEERS = "PEERS"  # queue item: read the other executors' records
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,10 @@ class ExecutorRegistration:
         root: str = DEFAULT_ROOT,
         host: str | None = None,
         pid: int | None = None,
+        peers_interval: float = PEERS_INTERVAL,
     ) -> None:
+        """``peers_interval``: seconds between reads of the other executors' records
+        (``peers``), on the registration's thread while connected."""
         self._client = client
         self._worker_id = worker_id
         self._path = ZnodePaths(root).executor(worker_id)  # validates worker_id
@@ -159,7 +163,8 @@ class ExecutorRegistration:
         self._session_id: int | None = None
         self._written: bytes | None = None  # this session's node holds this data
         self._sync_due = False
-        self._peers_due = False
+        self._peers_interval = peers_interval
+        self._next_peers_read = 0.0  # time.monotonic()
         self._retry_at: float | None = None
         self._warn_at: float | None = None  # while not connected: when to warn
         self._waiting_for_other = False
@@ -210,14 +215,10 @@ class ExecutorRegistration:
             self._reachable = reachable
             self._events.put(_SYNC)
 
-    def refresh_peers(self) -> None:
-        """Ask for the other executors' records to be read again (``peers``); never
-        blocks."""
-        self._events.put(_PEERS)
-
     def peers(self) -> tuple[float, list[ExecutorRecord]] | None:
         """The other executors' records as last read, with when (``time.monotonic()``);
-        None before the first read."""
+        None before the first read. Read every ``peers_interval`` seconds while connected,
+        however busy the executor's own thread is."""
         return self._peers
 
     def stop(self, timeout: float | None = STOP_TIMEOUT) -> bool:
@@ -250,7 +251,7 @@ class ExecutorRegistration:
                 self._warn_if_long_disconnected()
                 if self._connected and (self._sync_due or self._retry_elapsed()):
                     self._sync()
-                if self._connected and self._peers_due:
+                if self._connected and time.monotonic() >= self._next_peers_read:
                     self._read_peers()
         except Exception:
             logger.exception("executor registration thread failed", extra=self._log_extra())
@@ -272,17 +273,14 @@ class ExecutorRegistration:
         now = time.monotonic()
         if not self._connected:
             return None if self._warn_at is None else max(0.0, self._warn_at - now)
-        if self._sync_due or self._peers_due:
+        if self._sync_due:
             return 0.0
-        if self._retry_at is not None:
-            return max(0.0, self._retry_at - now)
-        return None
+        wake_at = min(self._next_peers_read, self._retry_at or self._next_peers_read)
+        return max(0.0, wake_at - now)
 
     def _handle(self, item: str) -> None:
         if item == _STOP:
             self._stop_requested = True
-        elif item == _PEERS:
-            self._peers_due = True
         elif item == _SYNC:
             self._sync_due = True
         elif item == KazooState.SUSPENDED:
@@ -393,7 +391,7 @@ class ExecutorRegistration:
         return True
 
     def _read_peers(self) -> None:
-        self._peers_due = False
+        self._next_peers_read = time.monotonic() + self._peers_interval
         try:
             records = registered_executors(self._client, root=self._root)
         except (LinkDown, *LINK_ERRORS, KazooException):

@@ -17,11 +17,11 @@ not handled yet (``executor_worker.consumer``).
 
 Faults: a shard that cannot be reached has its jobs set aside until it answers
 (``ShardBackoff``), the others go on. If it has failed here for ``step_back_after``
-seconds while another member of the group reached it lately (their ZooKeeper records:
-``coordination.executors``), this executor leaves the consumer group for
-``step_back_seconds``: its partitions, and the jobs it held, go to the others. Attempts
-running here hold leases renewed every ``lease_seconds / 3``, so if this executor dies or
-is cut off, the schedulers' sweeper takes them back within about ``lease_seconds``.
+seconds while another member of the group reaches it, this executor leaves the consumer
+group until that is no longer so, for ``step_back_seconds`` at most
+(``executor_worker.step_back``): its partitions, and the jobs it held, go to the others.
+Attempts running here hold leases renewed every ``lease_seconds / 3``, so if this executor
+dies or is cut off, the schedulers' sweeper takes them back within about ``lease_seconds``.
 
 Shutdown order (``stop()`` only sets an event): stop reading; let running attempts finish
 within ``drain_timeout``, recording their outcomes; commit offsets and leave the group
@@ -35,14 +35,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from django.db import Error as DatabaseError
 from django.db import connections
 
-from coordination.executors import ExecutorRecord
 from executor_worker import metrics
 from executor_worker.claimer import Claimed, Claimer
 from executor_worker.claims import ClaimStore
@@ -55,6 +53,7 @@ from executor_worker.runner import AttemptRunner
 from executor_worker.shard_backoff import ShardBackoff
 from executor_worker.shard_clocks import ShardClocks
 from executor_worker.start_order import StartOrder
+from executor_worker.step_back import Peers, StepBack
 from jobsvc.messaging.renewing_producer import RenewingProducer
 from jobsvc.sharding.shards import shard_ids
 
@@ -68,11 +67,6 @@ _DUE_WAIT_MIN = 0.001  # a poll waiting for a held job's due time waits at least
 _NOT_DUE_RETRY = 0.01  # seconds before a job the database found not due is tried again
 _OBSERVE_INTERVAL = 5.0  # seconds between refreshes of the gauges
 _CLOCK_INTERVAL = 2.0  # seconds between measurements (probes) of each shard's clock
-# A shard counts as reached by this executor (for others deciding to leave the group) if a
-# claim, record or clock probe succeeded there this recently and nothing failed since.
-_REACHED_WITHIN = 5 * _CLOCK_INTERVAL
-_PEER_CHECK_INTERVAL = 1.0  # seconds between looks at which shards the others reached
-_PEERS_MAX_AGE = _REACHED_WITHIN  # seconds; older records of the others are not trusted
 # Backoff of a shard whose claim or record failed, and of the dead-letter topic: seconds
 # after the first failure, doubling up to the cap (a restarting PostgreSQL takes seconds).
 _RETRY_FIRST_DELAY = 0.2
@@ -99,18 +93,7 @@ class ExecutorConfig:
     claim_batch: int = 250  # inline jobs taken per turn, to be claimed
     max_clock_offset: float = 1.0  # seconds off a shard's clock before /readyz says so
     step_back_after: float = 3.0  # seconds a shard fails here before leaving (0: never)
-    step_back_seconds: float = 30.0  # seconds out of the group after leaving
-
-
-class Peers(Protocol):
-    """What the executor tells other executors, and reads of them
-    (``coordination.executors.ExecutorRegistration``)."""
-
-    def shards_reachable(self, shards: Iterable[int]) -> None: ...
-
-    def refresh_peers(self) -> None: ...
-
-    def peers(self) -> tuple[float, list[ExecutorRecord]] | None: ...
+    step_back_seconds: float = 30.0  # seconds out of the group after leaving, at most
 
 
 class ExecutorWorker:
@@ -136,12 +119,15 @@ class ExecutorWorker:
         self.producer = producer
         self._on_partitions_changed = on_partitions_changed
         self._consumer = consumer
-        self._peers = peers
-        self._rejoin_at: float | None = None  # while out of the group: when to join again
-        self._next_peer_check = 0.0
         self._stopping = threading.Event()
         self._stores: dict[int, ClaimStore] = {}
         self.shards = ShardBackoff(first_delay=_RETRY_FIRST_DELAY, max_delay=_RETRY_MAX_DELAY)
+        self.step_back = StepBack(
+            peers=peers,
+            shards=self.shards,
+            after=config.step_back_after,
+            seconds=config.step_back_seconds,
+        )
         self.clocks = ShardClocks(
             read_database_clock=self._read_database_clock,
             interval=_CLOCK_INTERVAL,
@@ -187,7 +173,7 @@ class ExecutorWorker:
             for topic, seconds in self.recorder.dead_letters.failing_for().items()
             if seconds > limit
         ]
-        if self._rejoin_at is not None:
+        if self.step_back.out:
             problems.append("out of the consumer group: a shard cannot be reached from here")
         return problems + self.clocks.problems()
 
@@ -197,14 +183,14 @@ class ExecutorWorker:
         logger.info("executor %s started", self.worker_id)
         try:
             while not self._stopping.is_set():
-                if self._rejoin_at is None:
+                if not self.step_back.out:
                     self._turn()
                 else:
                     self._out_of_the_group()
             self._drain()
         finally:
             self.pool.shutdown()
-            if self._rejoin_at is None:
+            if not self.step_back.out:
                 self.intake.consumer.close()
             self.producer.close()
             connections.close_all()
@@ -232,8 +218,9 @@ class ExecutorWorker:
     def _turn(self) -> None:
         now = time.time()
         self._observe()
-        if self._step_back_if_cut_off():
-            return  # out of the group: its consumer is closed
+        if self.step_back.should_leave():
+            self._leave_the_group()
+            return
         self.clocks.measure_due([shard for shard in shard_ids() if self.shards.is_open(shard)])
         self.start_order.restore(self.shards.is_open)
         held = len(self.start_order) + len(self.intake)
@@ -289,62 +276,23 @@ class ExecutorWorker:
             timeout = min(timeout, max(_DUE_WAIT_MIN, next_due - now))
         return timeout
 
-    def _step_back_if_cut_off(self) -> bool:
-        """Tell the others which shards this executor reached lately; leave the group (and
-        say so) if a shard has failed here for ``step_back_after`` while another member
-        reached it."""
-        now = time.monotonic()
-        if self._peers is None or not self.config.step_back_after or now < self._next_peer_check:
-            return False
-        self._next_peer_check = now + _PEER_CHECK_INTERVAL
-        self._peers.shards_reachable(self.shards.reached(within=_REACHED_WITHIN))
-        # The others' records are read at every check (on the registration's thread, for
-        # the next one), so that a shard found failing can be handed over at once: a turn
-        # blocked on a cut connection can last seconds, and waiting for a fresh read then
-        # would add turns.
-        seen = self._peers.peers()
-        self._peers.refresh_peers()
-        stuck = {
-            shard
-            for shard, seconds in self.shards.failing_for().items()
-            if seconds >= self.config.step_back_after
-        }
-        if not stuck or seen is None or seen[0] < now - _PEERS_MAX_AGE:
-            return False
-        able = [p.worker_id for p in seen[1] if p.partitions and stuck <= set(p.reachable_shards)]
-        if able:
-            self._leave_the_group(stuck, able)
-        return bool(able)
-
-    def _leave_the_group(self, stuck: set[int], able: list[str]) -> None:
-        logger.error(
-            "shards %s: every claim and record failed for %.0f s here while %s reached them: "
-            "leaving the consumer group for %.0f s so that they run their jobs",
-            sorted(stuck),
-            self.config.step_back_after,
-            ", ".join(able),
-            self.config.step_back_seconds,
-            extra={"action": "step_back"},
-        )
+    def _leave_the_group(self) -> None:
         self.start_order.clear()  # their messages go to the others with the partitions
         self.intake.drop_held()
         self.intake.consumer.close()
-        self._rejoin_at = time.monotonic() + self.config.step_back_seconds
 
     def _out_of_the_group(self) -> None:
         """Out of the group: finish and record what runs; join again when it is time."""
         self._finish()
-        if time.monotonic() >= self._rejoin_at:
-            logger.info("joining the consumer group again", extra={"action": "rejoin"})
+        if self.step_back.should_rejoin():
             self.intake = self._join()
-            self._rejoin_at = None
             return
         time.sleep(_POLL_TIMEOUT)
 
     def _drain(self) -> None:
         """Finish what runs and record it; jobs not started go back to the group."""
         deadline = time.monotonic() + self.config.drain_timeout
-        if self._rejoin_at is None:
+        if not self.step_back.out:
             self.intake.consumer.pause_all(True)
         self.start_order.clear()
         self.intake.drop_held()

@@ -181,3 +181,33 @@ def test_a_node_another_session_holds_is_taken_over_when_it_goes(
         timeout=SETTLE_TIMEOUT,
         what="the node is ours once the other session's is gone",
     )
+
+
+def test_each_executor_reads_the_others_records_on_its_own_and_keeps_them_current(
+    make_registration, make_client
+):
+    one = make_registration("executor-1", make_client())
+    other = make_registration("executor-2", make_client())
+    other.partitions_changed(frozenset({0, 1}))
+    other.shards_reachable({2})
+
+    def others_seen() -> list[tuple[str, list[int], list[int]]]:
+        read = one.peers()
+        return (
+            []
+            if read is None
+            else [(r.worker_id, r.partitions, r.reachable_shards) for r in read[1]]
+        )
+
+    wait_until(
+        lambda: others_seen() == [("executor-2", [0, 1], [2])],
+        timeout=SETTLE_TIMEOUT,
+        what="executor-1 reads executor-2's record",
+    )
+    other.partitions_changed(frozenset())  # it lost them: cut off from the broker
+
+    wait_until(
+        lambda: others_seen() == [("executor-2", [], [2])],
+        timeout=SETTLE_TIMEOUT,
+        what="executor-1 reads the change without being asked",
+    )

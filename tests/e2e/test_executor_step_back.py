@@ -1,5 +1,6 @@
 """An executor that cannot reach a shard the other executor reaches leaves the consumer
-group, so the other runs that shard's jobs; a shard no executor reaches moves nothing.
+group, so the other runs that shard's jobs, and joins again if the other dies; a shard no
+executor reaches moves nothing.
 
 Executor A is configured with a wrong address for one shard (a fault local to it: B
 reaches the shard fine). Jobs on that shard are dealt to A's partitions as to B's.
@@ -56,6 +57,35 @@ def test_an_executor_cut_off_from_a_shard_hands_its_jobs_to_one_that_reaches_it(
     assert "leaving the consumer group" in cut_off.log()
     assert {job.attempts for job in all_jobs(pk__in=ids)} == {1}
     assert cut_off.alive(), "an executor out of the group stays up, to join it again"
+
+
+def test_an_executor_that_stepped_back_joins_again_when_the_one_it_left_for_dies(
+    make_user, start_worker, messaging, monkeypatch
+):
+    shard = max(shard_ids())
+    env = {
+        "JOBSVC_EXECUTOR_STEP_BACK_AFTER_SECONDS": STEP_BACK_AFTER,
+        "JOBSVC_EXECUTOR_STEP_BACK_SECONDS": "600",  # far past the test's timeouts
+    }
+    cut_off = start_worker("executor", "executor-a", env={**env, **_cut_off_from(shard)})
+    other = start_worker("executor", "executor-b", env=env)
+    wait_until(  # its clock probes of the shard fail, with or without jobs there
+        lambda: "leaving the consumer group" in cut_off.log(),
+        timeout=RUN_TIMEOUT,
+        what="executor-a stepped back",
+    )
+    other.kill()
+    start_worker("scheduler", "scheduler-a")
+    monkeypatch.setattr("jobsvc.jobs.services.pick_shard_for_new_jobs", lambda: min(shard_ids()))
+    ids = create(make_user().pk, [spec(due=due_in(0)) for _ in range(JOBS)])
+
+    wait_until(
+        lambda: all(job.status == "succeeded" for job in all_jobs(pk__in=ids)),
+        timeout=60,
+        what="the reachable shard's jobs ran on the executor left",
+    )
+    assert "joining the consumer group again" in cut_off.log()
+    assert assignment(cut_off, messaging.jobs_topic)
 
 
 def test_a_shard_no_executor_reaches_keeps_both_executors_in_the_group(
