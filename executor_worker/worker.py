@@ -218,10 +218,11 @@ class ExecutorWorker:
     def _turn(self) -> None:
         now = time.time()
         self._observe()
-        if self.step_back.should_leave():
-            self._leave_the_group()
+        if self._stepped_back():
             return
         self.clocks.measure_due([shard for shard in shard_ids() if self.shards.is_open(shard)])
+        if self._stepped_back():  # a probe of a cut shard may have waited seconds
+            return
         self.start_order.restore(self.shards.is_open)
         held = len(self.start_order) + len(self.intake)
         self.start_order.put(
@@ -276,10 +277,15 @@ class ExecutorWorker:
             timeout = min(timeout, max(_DUE_WAIT_MIN, next_due - now))
         return timeout
 
-    def _leave_the_group(self) -> None:
+    def _stepped_back(self) -> bool:
+        """Leave the group if ``StepBack`` says so; looked at before and after the probes,
+        since a claim or a probe of a cut shard can wait seconds for its connection."""
+        if not self.step_back.should_leave():
+            return False
         self.start_order.clear()  # their messages go to the others with the partitions
         self.intake.drop_held()
         self.intake.consumer.close()
+        return True
 
     def _out_of_the_group(self) -> None:
         """Out of the group: finish and record what runs; join again when it is time."""
