@@ -7,12 +7,16 @@ seconds while another member of the group holds partitions and reached the shard
 (the executors' ZooKeeper records, ``coordination.executors``), it leaves the group: its
 partitions, and the jobs it held, go to the members that can run them.
 
-It joins again after ``seconds``, or as soon as no member is left that holds partitions
-and reaches those shards: that member died, lost its partitions when it was cut off from
-the broker, or lost the shards too. Out of the group this executor runs nothing; in it,
-it runs at least the jobs of the shards it reaches. That takes two reads of the records
-in a row, so that a member caught between giving up its partitions and being given new
-ones in a rebalance does not call it back.
+Out of the group it goes on probing the shards, and joins again as soon as:
+
+- the shards it left for answer again (a probe succeeded: ``ShardBackoff``);
+- or no member is left that holds partitions and reaches those shards: that member died,
+  lost its partitions when it was cut off from the broker, or lost the shards too. Out of
+  the group this executor runs nothing; in it, it runs at least the jobs of the shards it
+  reaches. That takes two reads of the records in a row, so that a member caught between
+  giving up its partitions and being given new ones in a rebalance does not call it back;
+- or ``seconds`` have passed (the records cannot be read, for instance). If the shards
+  still fail here then, it leaves again at its next look.
 """
 
 from __future__ import annotations
@@ -106,7 +110,9 @@ class StepBack:
         """Out of the group: True (and say why) if it should join again now."""
         if self._rejoin_at is None:
             return False
-        if self._clock() >= self._rejoin_at:
+        if not self._stuck & self._shards.failing_for().keys():
+            reason = f"shards {sorted(self._stuck)} answer again"
+        elif self._clock() >= self._rejoin_at:
             reason = f"{self.seconds:.0f} s out"
         elif self._none_able_twice():
             reason = f"no other executor holding partitions reaches shards {sorted(self._stuck)}"

@@ -220,7 +220,7 @@ class ExecutorWorker:
         self._observe()
         if self._stepped_back():
             return
-        self.clocks.measure_due([shard for shard in shard_ids() if self.shards.is_open(shard)])
+        self._probe_shards()
         if self._stepped_back():  # a probe of a cut shard may have waited seconds
             return
         self.start_order.restore(self.shards.is_open)
@@ -287,9 +287,16 @@ class ExecutorWorker:
         self.intake.consumer.close()
         return True
 
+    def _probe_shards(self) -> None:
+        """Measure the clocks of the shards due for it (``ShardClocks``), which also opens
+        or closes them (``_read_database_clock``)."""
+        self.clocks.measure_due([shard for shard in shard_ids() if self.shards.is_open(shard)])
+
     def _out_of_the_group(self) -> None:
-        """Out of the group: finish and record what runs; join again when it is time."""
+        """Out of the group: finish and record what runs, and go on probing the shards;
+        join again when ``StepBack`` says so."""
         self._finish()
+        self._probe_shards()
         if self.step_back.should_rejoin():
             self.intake = self._join()
             return

@@ -453,7 +453,7 @@ EXECUTOR_LEASE_SECONDS = env_float("JOBSVC_EXECUTOR_LEASE_SECONDS", 6.0, minimum
 # down for every executor moves nothing. 0: never leave.
 EXECUTOR_STEP_BACK_AFTER = env_float("JOBSVC_EXECUTOR_STEP_BACK_AFTER_SECONDS", 3.0, minimum=0.0)
 # Seconds an executor that left the consumer group stays out at most. It joins again
-# sooner once no executor holding partitions reaches the shard it left for.
+# sooner once the shard it left for answers, or no executor holding partitions reaches it.
 EXECUTOR_STEP_BACK = env_float("JOBSVC_EXECUTOR_STEP_BACK_SECONDS", 30.0, minimum=1.0)
 # Seconds an executor's clock may be off a shard database's before /readyz says so. Jobs
 # are held by the database's clock whatever the offset (executor_worker.shard_clocks).

@@ -8,10 +8,13 @@ reaches the shard fine). Jobs on that shard are dealt to A's partitions as to B'
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import pytest
 from django.conf import settings
 
 from jobsvc.sharding.shards import shard_ids
+from tests.coordination.support import FaultProxy
 from tests.e2e.jobs import all_jobs, create, due_in, spec
 from tests.e2e.test_executor_shutdown import RUN_TIMEOUT, assignment
 from tests.waiting import wait_until
@@ -27,6 +30,23 @@ def _cut_off_from(shard: int) -> dict[str, str]:
     urls = list(settings.SHARD_DB_URLS)
     urls[shard] = f"postgresql://jobsvc@127.0.0.1:{free_port()}/nowhere"  # nothing listens
     return {"JOBSVC_SHARD_DB_URLS": ",".join(urls)}
+
+
+def _through(proxy: FaultProxy, shard: int) -> dict[str, str]:
+    urls = list(settings.SHARD_DB_URLS)
+    url = urlsplit(urls[shard])
+    user = url.netloc.rsplit("@", 1)[0]
+    urls[shard] = url._replace(netloc=f"{user}@{proxy.hosts}").geturl()
+    return {"JOBSVC_SHARD_DB_URLS": ",".join(urls)}
+
+
+@pytest.fixture
+def shard_proxy():
+    """A proxy in front of the last shard's PostgreSQL server, to cut and restore."""
+    url = urlsplit(settings.SHARD_DB_URLS[max(shard_ids())])
+    proxy = FaultProxy(f"{url.hostname}:{url.port}")
+    yield proxy
+    proxy.close()
 
 
 def test_an_executor_cut_off_from_a_shard_hands_its_jobs_to_one_that_reaches_it(
@@ -86,6 +106,34 @@ def test_an_executor_that_stepped_back_joins_again_when_the_one_it_left_for_dies
     )
     assert "joining the consumer group again" in cut_off.log()
     assert assignment(cut_off, messaging.jobs_topic)
+
+
+def test_an_executor_that_stepped_back_joins_again_once_the_shard_answers(
+    start_worker, messaging, shard_proxy
+):
+    env = {
+        "JOBSVC_EXECUTOR_STEP_BACK_AFTER_SECONDS": STEP_BACK_AFTER,
+        "JOBSVC_EXECUTOR_STEP_BACK_SECONDS": "600",  # far past the test's timeouts
+    }
+    shard_proxy.cut()
+    cut_off = start_worker(
+        "executor", "executor-a", env={**env, **_through(shard_proxy, max(shard_ids()))}
+    )
+    start_worker("executor", "executor-b", env=env)
+    wait_until(
+        lambda: "leaving the consumer group" in cut_off.log(),
+        timeout=RUN_TIMEOUT,
+        what="executor-a stepped back",
+    )
+
+    shard_proxy.restore()
+
+    wait_until(
+        lambda: assignment(cut_off, messaging.jobs_topic),
+        timeout=RUN_TIMEOUT,
+        what="executor-a holds partitions again",
+    )
+    assert "answer again" in cut_off.log()
 
 
 def test_a_shard_no_executor_reaches_keeps_both_executors_in_the_group(

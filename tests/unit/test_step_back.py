@@ -185,3 +185,25 @@ def test_without_fresh_records_it_waits_out_its_time():
     assert not step_back.should_rejoin()
     clock.now += 15.0
     assert step_back.should_rejoin()
+
+
+def test_it_joins_again_once_the_shards_it_left_for_answer_again():
+    clock, shards, peers, step_back = setup(seconds=30.0)
+    leave(clock, shards, peers, step_back)
+    clock.now += 1.0
+    peers.read(executor("b"))
+    assert not step_back.should_rejoin()
+
+    shards.succeeded(SHARD)  # a probe from out of the group: the cut has healed
+
+    assert step_back.should_rejoin()
+
+
+def test_joined_again_while_the_shard_still_fails_it_leaves_again_at_its_next_look():
+    clock, shards, peers, step_back = setup(seconds=30.0)
+    leave(clock, shards, peers, step_back)
+    clock.now += 30.0
+    peers.read(executor("b"))
+    assert step_back.should_rejoin()
+
+    assert step_back.should_leave()
