@@ -9,12 +9,14 @@ partitions, and the jobs it held, go to the members that can run them.
 
 Out of the group it goes on probing the shards, and joins again as soon as:
 
-- the shards it left for answer again (a probe succeeded: ``ShardBackoff``);
-- or no member is left that holds partitions and reaches those shards: that member died,
-  lost its partitions when it was cut off from the broker, or lost the shards too. Out of
-  the group this executor runs nothing; in it, it runs at least the jobs of the shards it
-  reaches. That takes two reads of the records in a row, so that a member caught between
-  giving up its partitions and being given new ones in a rebalance does not call it back;
+- no shard has failed here for ``after`` seconds any more (a probe succeeded:
+  ``ShardBackoff``);
+- or no member is left that holds partitions and reaches the shards that still fail
+  here: that member died, lost its partitions when it was cut off from the broker, or
+  lost the shards too. Out of the group this executor runs nothing; in it, it runs at
+  least the jobs of the shards it reaches. That takes two reads of the records in a row,
+  so that a member caught between giving up its partitions and being given new ones in a
+  rebalance does not call it back;
 - or ``seconds`` have passed (the records cannot be read, for instance). If the shards
   still fail here then, it leaves again at its next look.
 """
@@ -68,7 +70,6 @@ class StepBack:
         self._shards = shards
         self._clock = clock
         self._next_check = 0.0
-        self._stuck: frozenset[int] = frozenset()  # while out: the shards it left for
         self._rejoin_at: float | None = None  # while out: when to join again at the latest
         self._first_unable_read: float | None = None  # while out: a read showing none able
 
@@ -86,9 +87,7 @@ class StepBack:
             return False
         self._next_check = now + _CHECK_INTERVAL
         self._peers.shards_reachable(self._shards.reached(within=REACHED_WITHIN))
-        stuck = frozenset(
-            shard for shard, seconds in self._shards.failing_for().items() if seconds >= self.after
-        )
+        stuck = self._stuck()
         able = self._able(stuck)
         if not stuck or not able:
             return False
@@ -101,7 +100,6 @@ class StepBack:
             self.seconds,
             extra={"action": "step_back"},
         )
-        self._stuck = stuck
         self._rejoin_at = now + self.seconds
         self._first_unable_read = None
         return True
@@ -110,25 +108,31 @@ class StepBack:
         """Out of the group: True (and say why) if it should join again now."""
         if self._rejoin_at is None:
             return False
-        if not self._stuck & self._shards.failing_for().keys():
-            reason = f"shards {sorted(self._stuck)} answer again"
+        stuck = self._stuck()
+        if not stuck:
+            reason = "every shard answers here again"
         elif self._clock() >= self._rejoin_at:
             reason = f"{self.seconds:.0f} s out"
-        elif self._none_able_twice():
-            reason = f"no other executor holding partitions reaches shards {sorted(self._stuck)}"
+        elif self._none_able_twice(stuck):
+            reason = f"no other executor holding partitions reaches shards {sorted(stuck)}"
         else:
             return False
         logger.info("joining the consumer group again: %s", reason, extra={"action": "rejoin"})
         self._rejoin_at = None
         return True
 
-    def _none_able_twice(self) -> bool:
-        """Two reads of the records in a row show no member able to take the shards."""
+    def _stuck(self) -> frozenset[int]:
+        """The shards that have failed here for ``after`` seconds or more."""
+        failing = self._shards.failing_for()
+        return frozenset(shard for shard, seconds in failing.items() if seconds >= self.after)
+
+    def _none_able_twice(self, stuck: frozenset[int]) -> bool:
+        """Two reads of the records in a row show no member able to take ``stuck``."""
         read = self._fresh_records()
         if read is None:
             return False
         read_at, records = read
-        if _able(records, self._stuck):
+        if _able(records, stuck):
             self._first_unable_read = None
             return False
         if self._first_unable_read is None:

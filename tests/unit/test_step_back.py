@@ -207,3 +207,17 @@ def test_joined_again_while_the_shard_still_fails_it_leaves_again_at_its_next_lo
     assert step_back.should_rejoin()
 
     assert step_back.should_leave()
+
+
+def test_another_shard_still_failing_keeps_it_out_when_the_one_it_left_for_answers():
+    clock, shards, peers, step_back = setup(seconds=30.0)
+    leave(clock, shards, peers, step_back)
+    other = SHARD + 1
+    shards.failed(other, started_at=clock.now - 3.0)  # failed too: same server, say
+    clock.now += 1.0
+    peers.read(executor("b"))
+
+    shards.succeeded(SHARD)
+    assert not step_back.should_rejoin()
+    shards.succeeded(other)
+    assert step_back.should_rejoin()
