@@ -44,11 +44,14 @@ class Recorder:
         dead_letter_topic: str,
         publish_timeout: float,
         idle_transaction_limit: float,
-        on_shard_failed: Callable[[int, str, DatabaseError], None],
+        on_shard_failed: Callable[..., None],
     ) -> None:
         """``idle_transaction_limit``: the server's idle-in-transaction limit (0: none),
-        extended while the dead letters go out. ``on_shard_failed`` closes the shard (the
-        claimer's ``shard_failed``: one backoff per shard for claims and records)."""
+        extended while the dead letters go out. ``on_shard_failed(shard_id, action, exc,
+        started_at=...)`` closes the shard (the claimer's ``shard_failed``: one backoff per
+        shard for claims and records); ``started_at`` is when the failed write began, on
+        ``shards``' clock, so that one that hung until a timeout counts as failing all
+        along."""
         self._stores = stores
         self._shards = shards
         self.dead_letters = dead_letters
@@ -74,6 +77,7 @@ class Recorder:
             if not self._shards.is_open(shard_id):
                 continue
             results = self._pending.pop(shard_id)
+            started = self._shards.now()
             finals = [r for r in results if _is_final(r[1])]
             others = [r for r in results if not _is_final(r[1])]
             try:
@@ -87,7 +91,7 @@ class Recorder:
                     done += self._fail(shard_id, finals)
                     finals = [r for r in finals if r[0].state is not JobState.DONE]
             except DatabaseError as exc:
-                self._on_shard_failed(shard_id, "record", exc)
+                self._on_shard_failed(shard_id, "record", exc, started_at=started)
             else:
                 self._shards.succeeded(shard_id)
             if others or finals:
