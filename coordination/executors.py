@@ -8,8 +8,8 @@ reached lately. The node is rewritten when those change, deleted on a clean stop
 with the session when the executor is killed. It is a picture, not a lock: it may lag
 behind the consumer group by a round trip, and it is never worth delaying a job for. The
 one decision taken from it: an executor that cannot reach a shard leaves the consumer
-group for a while if another member reached that shard lately, and joins again as soon as
-no such member holds partitions (``executor_worker.step_back``).
+group for a while if another member reached that shard lately, and joins again once the
+shard answers it or no such member holds partitions (``executor_worker.step_back``).
 
 Hence the one rule of ``ExecutorRegistration``: it never blocks the executor. The
 executor calls ``partitions_changed`` from its consumer's rebalance callbacks; that only
@@ -275,7 +275,9 @@ class ExecutorRegistration:
             return None if self._warn_at is None else max(0.0, self._warn_at - now)
         if self._sync_due:
             return 0.0
-        wake_at = min(self._next_peers_read, self._retry_at or self._next_peers_read)
+        wake_at = self._next_peers_read
+        if self._retry_at is not None:
+            wake_at = min(wake_at, self._retry_at)
         return max(0.0, wake_at - now)
 
     def _handle(self, item: str) -> None:

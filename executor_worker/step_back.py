@@ -88,8 +88,9 @@ class StepBack:
         self._next_check = now + _CHECK_INTERVAL
         self._peers.shards_reachable(self._shards.reached(within=REACHED_WITHIN))
         stuck = self._stuck()
-        able = self._able(stuck)
-        if not stuck or not able:
+        read = self._fresh_records() if stuck else None
+        able = _able(read[1], stuck) if read is not None else []
+        if not able:
             return False
         logger.error(
             "shards %s: every claim and record failed for %.0f s here while %s reached them: "
@@ -138,10 +139,6 @@ class StepBack:
         if self._first_unable_read is None:
             self._first_unable_read = read_at
         return read_at > self._first_unable_read
-
-    def _able(self, stuck: frozenset[int]) -> list[str]:
-        read = self._fresh_records()
-        return _able(read[1], stuck) if read is not None and stuck else []
 
     def _fresh_records(self) -> tuple[float, list[ExecutorRecord]] | None:
         read = self._peers.peers() if self._peers is not None else None

@@ -23,21 +23,31 @@ from tools.devstack.ports import free_port
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
 STEP_BACK_AFTER = "2"  # seconds a shard fails on an executor before it leaves the group
+# Executors that leave the group stay out far past the test's timeouts, unless something
+# else calls them back.
+STAY_OUT = {
+    "JOBSVC_EXECUTOR_STEP_BACK_AFTER_SECONDS": STEP_BACK_AFTER,
+    "JOBSVC_EXECUTOR_STEP_BACK_SECONDS": "600",
+}
 JOBS = 40
 
 
-def _cut_off_from(shard: int) -> dict[str, str]:
+def _shard_at(shard: int, url: str) -> dict[str, str]:
     urls = list(settings.SHARD_DB_URLS)
-    urls[shard] = f"postgresql://jobsvc@127.0.0.1:{free_port()}/nowhere"  # nothing listens
+    urls[shard] = url
     return {"JOBSVC_SHARD_DB_URLS": ",".join(urls)}
+
+
+def _cut_off_from(shard: int) -> dict[str, str]:
+    return _shard_at(
+        shard, f"postgresql://jobsvc@127.0.0.1:{free_port()}/nowhere"
+    )  # nothing listens
 
 
 def _through(proxy: FaultProxy, shard: int) -> dict[str, str]:
-    urls = list(settings.SHARD_DB_URLS)
-    url = urlsplit(urls[shard])
+    url = urlsplit(settings.SHARD_DB_URLS[shard])
     user = url.netloc.rsplit("@", 1)[0]
-    urls[shard] = url._replace(netloc=f"{user}@{proxy.hosts}").geturl()
-    return {"JOBSVC_SHARD_DB_URLS": ",".join(urls)}
+    return _shard_at(shard, url._replace(netloc=f"{user}@{proxy.hosts}").geturl())
 
 
 @pytest.fixture
@@ -53,12 +63,8 @@ def test_an_executor_cut_off_from_a_shard_hands_its_jobs_to_one_that_reaches_it(
     make_user, start_worker, messaging, monkeypatch
 ):
     shard = max(shard_ids())
-    env = {
-        "JOBSVC_EXECUTOR_STEP_BACK_AFTER_SECONDS": STEP_BACK_AFTER,
-        "JOBSVC_EXECUTOR_STEP_BACK_SECONDS": "600",  # stays out for the rest of the test
-    }
-    cut_off = start_worker("executor", "executor-a", env={**env, **_cut_off_from(shard)})
-    other = start_worker("executor", "executor-b", env=env)
+    cut_off = start_worker("executor", "executor-a", env={**STAY_OUT, **_cut_off_from(shard)})
+    other = start_worker("executor", "executor-b", env=STAY_OUT)
     start_worker("scheduler", "scheduler-a")
     wait_until(  # else the first in the group may run every job before the other joins
         lambda: all(assignment(e, messaging.jobs_topic) for e in (cut_off, other)),
@@ -83,12 +89,8 @@ def test_an_executor_that_stepped_back_joins_again_when_the_one_it_left_for_dies
     make_user, start_worker, messaging, monkeypatch
 ):
     shard = max(shard_ids())
-    env = {
-        "JOBSVC_EXECUTOR_STEP_BACK_AFTER_SECONDS": STEP_BACK_AFTER,
-        "JOBSVC_EXECUTOR_STEP_BACK_SECONDS": "600",  # far past the test's timeouts
-    }
-    cut_off = start_worker("executor", "executor-a", env={**env, **_cut_off_from(shard)})
-    other = start_worker("executor", "executor-b", env=env)
+    cut_off = start_worker("executor", "executor-a", env={**STAY_OUT, **_cut_off_from(shard)})
+    other = start_worker("executor", "executor-b", env=STAY_OUT)
     wait_until(  # its clock probes of the shard fail, with or without jobs there
         lambda: "leaving the consumer group" in cut_off.log(),
         timeout=RUN_TIMEOUT,
@@ -111,15 +113,11 @@ def test_an_executor_that_stepped_back_joins_again_when_the_one_it_left_for_dies
 def test_an_executor_that_stepped_back_joins_again_once_the_shard_answers(
     start_worker, messaging, shard_proxy
 ):
-    env = {
-        "JOBSVC_EXECUTOR_STEP_BACK_AFTER_SECONDS": STEP_BACK_AFTER,
-        "JOBSVC_EXECUTOR_STEP_BACK_SECONDS": "600",  # far past the test's timeouts
-    }
     shard_proxy.cut()
     cut_off = start_worker(
-        "executor", "executor-a", env={**env, **_through(shard_proxy, max(shard_ids()))}
+        "executor", "executor-a", env={**STAY_OUT, **_through(shard_proxy, max(shard_ids()))}
     )
-    start_worker("executor", "executor-b", env=env)
+    start_worker("executor", "executor-b", env=STAY_OUT)
     wait_until(
         lambda: "leaving the consumer group" in cut_off.log(),
         timeout=RUN_TIMEOUT,

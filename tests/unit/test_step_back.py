@@ -57,6 +57,12 @@ def cut_off(clock: FakeClock, shards: ShardBackoff, seconds: float) -> None:
     shards.failed(SHARD, started_at=clock.now - seconds)
 
 
+def next_read(clock: FakeClock, peers: FakePeers, *records: ExecutorRecord) -> None:
+    """A second later, the registration has read the others' records again."""
+    clock.now += 1.0
+    peers.read(*records)
+
+
 def leave(clock, shards, peers, step_back) -> None:
     cut_off(clock, shards, 3.0)
     peers.read(executor("b"))
@@ -81,8 +87,7 @@ def test_it_leaves_once_the_shard_failed_long_enough_while_another_member_reache
     cut_off(clock, shards, 2.0)
     assert not step_back.should_leave()
 
-    clock.now += 1.0  # the next check
-    peers.read(executor("b"))
+    next_read(clock, peers, executor("b"))  # the next check
 
     assert step_back.should_leave()
     assert step_back.out
@@ -126,8 +131,7 @@ def test_out_of_the_group_it_joins_again_after_its_time_while_the_other_can_take
     leave(clock, shards, peers, step_back)
 
     for _ in range(29):
-        clock.now += 1.0
-        peers.read(executor("b"))
+        next_read(clock, peers, executor("b"))
         assert not step_back.should_rejoin()
     clock.now += 1.0
 
@@ -138,13 +142,12 @@ def test_out_of_the_group_it_joins_again_after_its_time_while_the_other_can_take
 def test_it_joins_again_early_when_two_reads_in_a_row_show_nobody_able_to_take_the_shard():
     clock, shards, peers, step_back = setup(seconds=30.0)
     leave(clock, shards, peers, step_back)
-    clock.now += 1.0
-    peers.read(executor("b", partitions=()))  # b lost its partitions: cut from the broker
+    # b lost its partitions: cut off from the broker
+    next_read(clock, peers, executor("b", partitions=()))
     assert not step_back.should_rejoin()  # one read: b may be between two assignments
     assert not step_back.should_rejoin()  # the same read again is not a second one
 
-    clock.now += 1.0
-    peers.read(executor("b", partitions=()))
+    next_read(clock, peers, executor("b", partitions=()))
 
     assert step_back.should_rejoin()
     assert not step_back.out
@@ -153,14 +156,11 @@ def test_it_joins_again_early_when_two_reads_in_a_row_show_nobody_able_to_take_t
 def test_a_member_given_partitions_again_between_two_reads_keeps_it_out():
     clock, shards, peers, step_back = setup(seconds=30.0)
     leave(clock, shards, peers, step_back)
-    clock.now += 1.0
-    peers.read(executor("b", partitions=()))  # mid-rebalance
+    next_read(clock, peers, executor("b", partitions=()))  # mid-rebalance
     assert not step_back.should_rejoin()
-    clock.now += 1.0
-    peers.read(executor("b"))
+    next_read(clock, peers, executor("b"))
     assert not step_back.should_rejoin()
-    clock.now += 1.0
-    peers.read(executor("b", partitions=()))
+    next_read(clock, peers, executor("b", partitions=()))
 
     assert not step_back.should_rejoin()  # the first of a new pair of reads
 
@@ -168,11 +168,9 @@ def test_a_member_given_partitions_again_between_two_reads_keeps_it_out():
 def test_it_joins_again_early_when_the_member_it_left_for_is_gone():
     clock, shards, peers, step_back = setup(seconds=30.0)
     leave(clock, shards, peers, step_back)
-    clock.now += 1.0
-    peers.read()  # b's node went with its ZooKeeper session: it died
+    next_read(clock, peers)  # b's node went with its ZooKeeper session: it died
     assert not step_back.should_rejoin()
-    clock.now += 1.0
-    peers.read()
+    next_read(clock, peers)
 
     assert step_back.should_rejoin()
 
@@ -190,8 +188,7 @@ def test_without_fresh_records_it_waits_out_its_time():
 def test_it_joins_again_once_the_shards_it_left_for_answer_again():
     clock, shards, peers, step_back = setup(seconds=30.0)
     leave(clock, shards, peers, step_back)
-    clock.now += 1.0
-    peers.read(executor("b"))
+    next_read(clock, peers, executor("b"))
     assert not step_back.should_rejoin()
 
     shards.succeeded(SHARD)  # a probe from out of the group: the cut has healed
@@ -214,8 +211,7 @@ def test_another_shard_still_failing_keeps_it_out_when_the_one_it_left_for_answe
     leave(clock, shards, peers, step_back)
     other = SHARD + 1
     shards.failed(other, started_at=clock.now - 3.0)  # failed too: same server, say
-    clock.now += 1.0
-    peers.read(executor("b"))
+    next_read(clock, peers, executor("b"))
 
     shards.succeeded(SHARD)
     assert not step_back.should_rejoin()
