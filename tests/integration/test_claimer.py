@@ -70,7 +70,7 @@ def _held(handler: str, *, due_in: float = -1.0) -> HeldJob:
     Job.objects.using(ALIAS).filter(pk=job_id).update(status="queued")
     job = Job.objects.using(ALIAS).get(pk=job_id)
     message = JobMessage.decode(received_job(7, shard=SHARD, handler=handler).value)
-    message = JobMessage(**{**message.__dict__, "job_id": job_id, "due_at": job.due_at})
+    message = message._replace(job_id=job_id, due_at=job.due_at)
     return HeldJob(message=message, received=received_job(7), inline=handler == "default")
 
 
