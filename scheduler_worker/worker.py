@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 
-from django.db import connections
+from django.db import DatabaseError, connections
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 _DISPATCHER_STOP_TIMEOUT = 30.0  # seconds a dispatcher may take to finish its round
 _HEALTH_CHECK_INTERVAL = 1.0  # seconds between checks for shards failing on this worker
 _REACQUIRE_DELAY = 1.0  # seconds before a fenced shard that ZooKeeper still gives us is retaken
+_PROBE_TIMEOUT = 1.0  # seconds a stepped-back worker waits for the broker's answer
 
 
 class SchedulerWorker:
@@ -71,6 +72,7 @@ class SchedulerWorker:
         self._producer: RenewingProducer | None = None
         self._ownership: ShardOwnership | None = None
         self._stepped_back_until: float | None = None  # monotonic time to join again
+        self._stepped_back_for: list[int] = []  # the shards whose rounds failed
 
     def stop(self) -> None:
         """Ask the worker to shut down; safe from a signal handler, idempotent."""
@@ -131,6 +133,7 @@ class SchedulerWorker:
         with self._lock:
             self._ownership = ownership
             self._stepped_back_until = None
+            self._stepped_back_for = []
         ownership.start()
 
     def _step_back_if_failing_alone(self, client) -> None:
@@ -139,15 +142,22 @@ class SchedulerWorker:
         A shard whose rounds all fail on this worker (it cannot reach that database, or
         its connection hangs) would otherwise stay with it for as long as its ZooKeeper
         session lives. If other members exist, this worker leaves (its shards move to them
-        within moments: a clean release) and joins again after ``step_back_seconds``. If
-        the fault is not this worker's own (a database or the broker down for everyone),
-        the next owner fails too, and the last member keeps the shard, ready the moment it
-        is back; and when every scheduler stepped back at once, each joins again as soon
-        as it sees no member left, so the shards are never without an owner for long.
+        within moments: a clean release). It joins again as soon as the broker and the
+        databases of the shards that failed answer it (the fault is over: should another
+        member be cut off meanwhile, this one can take its shards), and after
+        ``step_back_seconds`` at the latest. If the fault is not this worker's own (a
+        database or the broker down for everyone), the next owner fails too, and the last
+        member keeps the shard, ready the moment it is back; and when every scheduler
+        stepped back at once, each joins again as soon as it sees no member left, so the
+        shards are never without an owner for long.
         """
         ownership = self._ownership
         if ownership is None:
-            if time.monotonic() >= (self._stepped_back_until or 0.0) or self._nobody_else(client):
+            if (
+                time.monotonic() >= (self._stepped_back_until or 0.0)
+                or self._nobody_else(client)
+                or self._reaches_again(self._stepped_back_for)
+            ):
                 self._join(client)
             return
         failing = self._failing_shards(self.step_back_after)
@@ -165,6 +175,7 @@ class SchedulerWorker:
         with self._lock:
             self._ownership = None
             self._stepped_back_until = time.monotonic() + self.step_back_seconds
+            self._stepped_back_for = failing
         ownership.stop()
 
     def _nobody_else(self, client) -> bool:
@@ -174,6 +185,26 @@ class SchedulerWorker:
             return not members.get(timeout=_HEALTH_CHECK_INTERVAL)
         except (KazooException, KazooTimeoutError):  # disconnected, or no members node yet
             return False
+
+    def _reaches_again(self, shards: list[int]) -> bool:
+        """Whether the broker and the databases of ``shards`` answer this worker now."""
+        if not self._producer.broker_answers(_PROBE_TIMEOUT):
+            return False
+        for shard_id in shards:
+            connection = connections[shard_alias(shard_id)]
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT 1")
+            except DatabaseError:
+                return False
+            finally:
+                connection.close()  # a probe's connection is not kept
+        logger.info(
+            "the broker and shards %s answer again: joining again",
+            shards,
+            extra={"action": "rejoin"},
+        )
+        return True
 
     def _failing_shards(self, longer_than: float) -> list[int]:
         with self._lock:
@@ -309,7 +340,10 @@ class SchedulerWorker:
             stepped_back_until = self._stepped_back_until
         if stepped_back_until is not None:
             left = max(0.0, stepped_back_until - time.monotonic())
-            problems.append(f"stepped back after failing rounds; joining again in {left:.0f} s")
+            problems.append(
+                "stepped back after failing rounds; joining again once the broker and those "
+                f"shards answer, in {left:.0f} s at the latest"
+            )
         for shard_id, dispatcher in sorted(dispatchers.items()):
             failing = dispatcher.failing_for()
             if failing > self.unhealthy_after:

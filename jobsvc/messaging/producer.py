@@ -168,6 +168,15 @@ class BatchProducer:
         self._partitions[topic] = (count, now + (_PARTITIONS_TTL if count else _PARTITIONS_RETRY))
         return count
 
+    def broker_answers(self, timeout: float) -> bool:
+        """Whether a broker answers a metadata request within ``timeout`` seconds now
+        (not from a cache: a probe of the link to the cluster)."""
+        try:
+            self._producer.list_topics(timeout=timeout)
+        except KafkaException:
+            return False
+        return True
+
     def publish(
         self,
         topic: str,

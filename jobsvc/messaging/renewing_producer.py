@@ -61,6 +61,9 @@ class RenewingProducer:
     def partition_count(self, topic: str) -> int | None:
         return self._current.partition_count(topic)
 
+    def broker_answers(self, timeout: float) -> bool:
+        return self._current.broker_answers(timeout)
+
     def publish(
         self,
         topic: str,

@@ -14,12 +14,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings
 
 from jobsvc.accounts.webhook_secrets import webhook_secret_get
 from jobsvc.messaging.topics import ensure_topics, jobs_topics
+from jobsvc.sharding.shards import shard_ids
+from tests.coordination.support import FaultProxy
 from tools.bench.processes import WorkerProcess
 from tools.devstack.kafka import KafkaBroker
 from tools.devstack.ports import free_port
@@ -143,3 +146,12 @@ def create_topics(broker: KafkaBroker, messaging: Messaging) -> None:
             partitions=JOBS_PARTITIONS,
         ),
     )
+
+
+@pytest.fixture
+def shard_proxy() -> Iterator[FaultProxy]:
+    """A proxy in front of the last shard's PostgreSQL server, to cut and restore."""
+    url = urlsplit(settings.SHARD_DB_URLS[max(shard_ids())])
+    proxy = FaultProxy(f"{url.hostname}:{url.port}")
+    yield proxy
+    proxy.close()

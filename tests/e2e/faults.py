@@ -3,19 +3,43 @@
 A shard taken offline refuses every new connection (``ALLOW_CONNECTIONS false``) and
 loses the ones it had (``pg_terminate_backend``), as a shard server that went down or a
 network partition does; it comes back on leaving the context. One connection can be ended
-alone (``terminate_connection``).
+alone (``terminate_connection``). A worker can be given its own address of a shard: one where
+nothing listens (``shard_nowhere``), or a proxy the test cuts and restores (``shard_through``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from urllib.parse import urlsplit
 
 import psycopg
+from django.conf import settings
 from django.db import connections
 from psycopg import sql
 
 from jobsvc.sharding.shards import shard_alias
+from tests.coordination.support import FaultProxy
+from tools.devstack.ports import free_port
+
+
+def shard_at(shard: int, url: str) -> dict[str, str]:
+    """A worker's environment in which ``shard``'s database is at ``url``."""
+    urls = list(settings.SHARD_DB_URLS)
+    urls[shard] = url
+    return {"JOBSVC_SHARD_DB_URLS": ",".join(urls)}
+
+
+def shard_nowhere(shard: int) -> dict[str, str]:
+    """A worker's environment in which ``shard`` is at an address where nothing listens."""
+    return shard_at(shard, f"postgresql://jobsvc@127.0.0.1:{free_port()}/nowhere")
+
+
+def shard_through(proxy: FaultProxy, shard: int) -> dict[str, str]:
+    """A worker's environment in which ``shard``'s database is reached through ``proxy``."""
+    url = urlsplit(settings.SHARD_DB_URLS[shard])
+    user = url.netloc.rsplit("@", 1)[0]
+    return shard_at(shard, url._replace(netloc=f"{user}@{proxy.hosts}").geturl())
 
 
 @contextmanager

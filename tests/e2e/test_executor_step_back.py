@@ -8,17 +8,13 @@ reaches the shard fine). Jobs on that shard are dealt to A's partitions as to B'
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 import pytest
-from django.conf import settings
 
 from jobsvc.sharding.shards import shard_ids
-from tests.coordination.support import FaultProxy
+from tests.e2e.faults import shard_nowhere, shard_through
 from tests.e2e.jobs import all_jobs, create, due_in, spec
 from tests.e2e.test_executor_shutdown import RUN_TIMEOUT, assignment
 from tests.waiting import wait_until
-from tools.devstack.ports import free_port
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
@@ -32,38 +28,11 @@ STAY_OUT = {
 JOBS = 40
 
 
-def _shard_at(shard: int, url: str) -> dict[str, str]:
-    urls = list(settings.SHARD_DB_URLS)
-    urls[shard] = url
-    return {"JOBSVC_SHARD_DB_URLS": ",".join(urls)}
-
-
-def _cut_off_from(shard: int) -> dict[str, str]:
-    return _shard_at(
-        shard, f"postgresql://jobsvc@127.0.0.1:{free_port()}/nowhere"
-    )  # nothing listens
-
-
-def _through(proxy: FaultProxy, shard: int) -> dict[str, str]:
-    url = urlsplit(settings.SHARD_DB_URLS[shard])
-    user = url.netloc.rsplit("@", 1)[0]
-    return _shard_at(shard, url._replace(netloc=f"{user}@{proxy.hosts}").geturl())
-
-
-@pytest.fixture
-def shard_proxy():
-    """A proxy in front of the last shard's PostgreSQL server, to cut and restore."""
-    url = urlsplit(settings.SHARD_DB_URLS[max(shard_ids())])
-    proxy = FaultProxy(f"{url.hostname}:{url.port}")
-    yield proxy
-    proxy.close()
-
-
 def test_an_executor_cut_off_from_a_shard_hands_its_jobs_to_one_that_reaches_it(
     make_user, start_worker, messaging, monkeypatch
 ):
     shard = max(shard_ids())
-    cut_off = start_worker("executor", "executor-a", env={**STAY_OUT, **_cut_off_from(shard)})
+    cut_off = start_worker("executor", "executor-a", env={**STAY_OUT, **shard_nowhere(shard)})
     other = start_worker("executor", "executor-b", env=STAY_OUT)
     start_worker("scheduler", "scheduler-a")
     wait_until(  # else the first in the group may run every job before the other joins
@@ -89,7 +58,7 @@ def test_an_executor_that_stepped_back_joins_again_when_the_one_it_left_for_dies
     make_user, start_worker, messaging, monkeypatch
 ):
     shard = max(shard_ids())
-    cut_off = start_worker("executor", "executor-a", env={**STAY_OUT, **_cut_off_from(shard)})
+    cut_off = start_worker("executor", "executor-a", env={**STAY_OUT, **shard_nowhere(shard)})
     other = start_worker("executor", "executor-b", env=STAY_OUT)
     wait_until(  # its clock probes of the shard fail, with or without jobs there
         lambda: "leaving the consumer group" in cut_off.log(),
@@ -115,7 +84,7 @@ def test_an_executor_that_stepped_back_joins_again_once_the_shard_answers(
 ):
     shard_proxy.cut()
     cut_off = start_worker(
-        "executor", "executor-a", env={**STAY_OUT, **_through(shard_proxy, max(shard_ids()))}
+        "executor", "executor-a", env={**STAY_OUT, **shard_through(shard_proxy, max(shard_ids()))}
     )
     start_worker("executor", "executor-b", env=STAY_OUT)
     wait_until(
@@ -138,7 +107,7 @@ def test_a_shard_no_executor_reaches_keeps_both_executors_in_the_group(
     make_user, start_worker, monkeypatch
 ):
     shard = max(shard_ids())
-    env = {"JOBSVC_EXECUTOR_STEP_BACK_AFTER_SECONDS": STEP_BACK_AFTER, **_cut_off_from(shard)}
+    env = {"JOBSVC_EXECUTOR_STEP_BACK_AFTER_SECONDS": STEP_BACK_AFTER, **shard_nowhere(shard)}
     executors = [start_worker("executor", name, env=env) for name in ("executor-a", "executor-b")]
     start_worker("scheduler", "scheduler-a")
     other = min(shard_ids())
