@@ -407,10 +407,12 @@ SCHEDULER_METRICS_PORT = env_int("JOBSVC_SCHEDULER_METRICS_PORT", 0, minimum=0) 
 SCHEDULER_UNHEALTHY_AFTER = env_float("JOBSVC_SCHEDULER_UNHEALTHY_AFTER_SECONDS", 10.0, minimum=1.0)
 # Seconds an owned shard's rounds may all fail (its database, or the broker, cannot be
 # reached from here) while other schedulers run, before this one steps back: it leaves the
-# membership, so its shards move to them, for JOBSVC_SCHEDULER_STEP_BACK_SECONDS.
+# membership, so its shards move to them, until it reaches the broker and those shards again
+# (probed every second), for at most JOBSVC_SCHEDULER_STEP_BACK_SECONDS.
 SCHEDULER_STEP_BACK_AFTER = env_float("JOBSVC_SCHEDULER_STEP_BACK_AFTER_SECONDS", 3.0, minimum=0.5)
-# Seconds a scheduler that stepped back stays out of the membership (it joins again at
-# once if no other scheduler is left).
+# Seconds a scheduler that stepped back stays out of the membership at most (it joins
+# again sooner once the broker and the shards that failed answer it, or at once if no
+# other scheduler is left).
 SCHEDULER_STEP_BACK = env_float("JOBSVC_SCHEDULER_STEP_BACK_SECONDS", 30.0, minimum=1.0)
 
 # --- Executor workers ----------------------------------------------------------------

@@ -39,6 +39,22 @@ def _names(shard: int) -> tuple[str, str]:
     return owner, other
 
 
+def _two_schedulers(start_worker, shard: int, shard_env: dict[str, str]):
+    """Two schedulers and an executor; the scheduler ZooKeeper gives ``shard`` to has
+    ``shard_env`` (its own address of the shard) and serves /readyz on ``port``.
+    Returns (its name, the other's name, port, the other's process)."""
+    cut_off, healthy = _names(shard)
+    port = free_port()
+    start_worker(
+        "scheduler",
+        cut_off,
+        env={**ENV, **shard_env, "JOBSVC_SCHEDULER_METRICS_PORT": str(port)},
+    )
+    other = start_worker("scheduler", healthy, env=ENV)
+    start_worker("executor", "executor-a")
+    return cut_off, healthy, port, other
+
+
 def _owner(shard: int) -> str | None:
     """Who took the shard's lease last (None: nobody yet)."""
     leases = ShardLease.objects.using(shard_alias(shard)).filter(pk=shard)
@@ -49,15 +65,7 @@ def test_a_scheduler_that_cannot_reach_a_shard_turns_unready_and_hands_it_over(
     make_user, start_worker, monkeypatch
 ):
     shard = max(shard_ids())
-    cut_off, healthy = _names(shard)
-    port = free_port()
-    start_worker(
-        "scheduler",
-        cut_off,
-        env={**ENV, **shard_nowhere(shard), "JOBSVC_SCHEDULER_METRICS_PORT": str(port)},
-    )
-    start_worker("scheduler", healthy, env=ENV)
-    start_worker("executor", "executor-a")
+    cut_off, healthy, port, _ = _two_schedulers(start_worker, shard, shard_nowhere(shard))
     monkeypatch.setattr("jobsvc.jobs.services.pick_shard_for_new_jobs", lambda: shard)
     user = make_user()
     ids = create(user.pk, [spec(due=due_in(0)) for _ in range(20)])
@@ -82,19 +90,9 @@ def test_a_scheduler_that_stepped_back_joins_again_once_the_shard_answers(
     make_user, start_worker, monkeypatch, shard_proxy
 ):
     shard = max(shard_ids())
-    cut_off, healthy = _names(shard)
-    port = free_port()
-    start_worker(
-        "scheduler",
-        cut_off,
-        env={
-            **ENV,
-            **shard_through(shard_proxy, shard),
-            "JOBSVC_SCHEDULER_METRICS_PORT": str(port),
-        },
+    cut_off, healthy, port, other = _two_schedulers(
+        start_worker, shard, shard_through(shard_proxy, shard)
     )
-    other = start_worker("scheduler", healthy, env=ENV)
-    start_worker("executor", "executor-a")
     wait_until(lambda: _owner(shard) == cut_off, timeout=30, what=f"{cut_off} owns the shard")
 
     shard_proxy.cut()
