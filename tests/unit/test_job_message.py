@@ -76,7 +76,7 @@ def test_a_weight_that_is_not_a_positive_finite_number_is_malformed(weight):
 def test_non_finite_weights_are_malformed(literal):
     """Not JSON at all (NaN, Infinity), or a number no float holds."""
     raw = with_weight(1).replace(b'"weight": 1', b'"weight": ' + literal)
-    with pytest.raises(MalformedJobMessage):
+    with pytest.raises(MalformedJobMessage, match="not JSON"):
         JobMessage.decode(raw)
 
 
