@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -77,3 +78,14 @@ def test_the_soak_row_names_the_figures_its_checks_judged(results_dir):
         "| p99 8-14 ms a minute, 1 minute over 1.5x minute 2's 8 ms; memory grew: broker; "
         "workers ≤ 91 MiB; 250,020 of 250,020 jobs ran | **fail** |"
     )
+
+
+def test_the_soak_row_names_minutes_short_of_the_rate_and_early_jobs(results_dir):
+    results = json.loads((results_dir / "results.json").read_text())
+    checks = results["soak"]["checks"]
+    checks["rate_held"] = {"minutes_short": [2], "passed": False}
+    checks["every_job_ran"].update(early=3, passed=False)
+    (results_dir / "results.json").write_text(json.dumps(results))
+    row = _row(docs.render(results_dir, None), "soak")
+    assert "| rate short in minutes [2]; p99 8-14 ms a minute" in row
+    assert row.endswith("250,020 of 250,020 jobs ran, 3 early | **fail** |")

@@ -187,10 +187,12 @@ def _soak(result: dict) -> Verdict:
     checks = _get(result, "checks")
     lateness, grown = _get(checks, "lateness"), _get(checks, "memory_growth")
     p99s = [_get(minute, "p99_ms") for minute in _get(result, "per_minute", "started_minus_due_ms")]
-    parts = [f"p99 {min(p99s):,.0f}-{max(p99s):,.0f} ms a minute"]
+    short = _get(checks, "rate_held").get("minutes_short") or []
+    parts = [f"rate short in minutes {short}"] if short else []
+    parts.append(f"p99 {min(p99s):,.0f}-{max(p99s):,.0f} ms a minute")
     crept = lateness.get("minutes_crept") or []
     if crept:
-        parts[0] += (
+        parts[-1] += (
             f", {len(crept)} minute{'s' if len(crept) > 1 else ''} over "
             f"{_get(lateness, 'creep_limit')}x minute 2's "
             f"{_get(lateness, 'minute_2_p99_ms')} ms"
@@ -201,6 +203,8 @@ def _soak(result: dict) -> Verdict:
     ran = _get(checks, "every_job_ran")
     parts.append(f"workers ≤ {max(peaks):,.0f} MiB")
     parts.append(f"{_get(ran, 'succeeded'):,} of {_get(ran, 'created'):,} jobs ran")
+    if ran.get("early"):
+        parts[-1] += f", {ran['early']:,} early"
     return Verdict("; ".join(parts), bool(_get(result, "passed")))
 
 
