@@ -42,11 +42,11 @@ from tools.webhook_receiver import LOOPBACK_WEBHOOKS
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
 WEIGHTS = (1.0, 2.0, 4.0)
-# The test stack started 2,900-15,000 no-op jobs/s (15,000: 54,000 jobs in 3.6 s once
-# timestamps were parsed in C, and 18,000 jobs a user then left 2 whole windows); at fair
-# shares the weight-4 user (4/7 of them) stays backlogged 40,000 / (4/7 x rate) = 4.7 s at
-# 15,000/s, and 3 or more whole windows up to 20,000/s.
-JOBS_PER_USER = 40_000
+# The test stack started 2,900-26,000 no-op jobs/s (26,000: 40,000 jobs a user left 2
+# whole windows, the weight-4 user done 2.85 s after the first start, once job messages
+# went through orjson); at fair shares the weight-4 user (4/7 of them) stays backlogged
+# 70,000 / (4/7 x rate) = 4.7 s at 26,000/s, and 3 or more whole windows up to 30,000/s.
+JOBS_PER_USER = 70_000
 BULK = 1_000  # jobs per create request: what the API takes at most
 CREATE_THREADS_PER_USER = 2  # concurrent create requests per user
 # Jobs/s the API creates at least, on a busy 2-core machine; with it the due instant is
