@@ -17,6 +17,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import time
 from collections.abc import Callable, Collection, Iterable
 
 from executor_worker import metrics
@@ -38,13 +39,15 @@ class Intake:
         batch_size: int,
         inline_handlers: Collection[str],
         due_time: Callable[[JobMessage], float],
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        """``due_time``: when a message's job is due, on this machine's ``time.time()``
-        clock (its due time corrected by the shard's clock offset: ``ShardClocks``)."""
+        """``due_time``: when a message's job is due, on ``clock`` (this machine's
+        ``time.time()``; the due time corrected by the shard's clock offset: ``ShardClocks``)."""
         self.consumer = consumer
         self.batch_size = batch_size
         self._inline = frozenset(inline_handlers)
         self._due_time = due_time
+        self._clock = clock
         self._not_due: list[tuple[float, int, HeldJob]] = []  # (due time, seq, job)
         self._seq = itertools.count()
 
@@ -52,11 +55,12 @@ class Intake:
         """Jobs held until they are due."""
         return len(self._not_due)
 
-    def read(self, *, room: int, timeout: float, now: float) -> list[HeldJob]:
+    def read(self, *, room: int, timeout: float) -> list[HeldJob]:
         """Poll up to ``room`` messages (waiting up to ``timeout`` s for the first); hold
-        those not due at ``now``; return the jobs due now, read or held, in that order."""
+        those not due yet; return the jobs due now, read or held, in that order. "Now" is
+        after the polls: a held job that came due while the first poll waited comes out."""
         self.consumer.pause_all(room <= 0)  # paused, a poll only waits
-        due: list[HeldJob] = []
+        batches: list[list[Received]] = []
         for poll in range(_POLLS_PER_READ):
             if room <= 0:
                 break
@@ -64,9 +68,11 @@ class Intake:
                 max_messages=min(room, self.batch_size), timeout=0.0 if poll else timeout
             )
             room -= len(batch)
-            due += self._admit(batch, now)
+            batches.append(batch)
             if len(batch) < self.batch_size:
                 break  # the client has no more for now
+        now = self._clock()
+        due = [job for batch in batches for job in self._admit(batch, now)]
         return due + self.release_due(now)
 
     def release_due(self, now: float) -> list[HeldJob]:

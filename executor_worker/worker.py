@@ -226,9 +226,7 @@ class ExecutorWorker:
         self.start_order.restore(self.shards.is_open)
         held = len(self.start_order) + len(self.intake)
         self.start_order.put(
-            self.intake.read(
-                room=self.config.read_ahead - held, timeout=self._poll_timeout(now), now=now
-            )
+            self.intake.read(room=self.config.read_ahead - held, timeout=self._poll_timeout(now))
         )
         taken = self.start_order.take(inline=self._claim_room(), threaded=self.pool.idle())
         if taken:

@@ -27,7 +27,11 @@ class FakeConsumer:
         self.paused = False
 
     def poll_batch(self, *, max_messages: int, timeout: float):
+        self.on_poll(timeout)
         return self.batches.pop(0)[:max_messages] if self.batches else []
+
+    def on_poll(self, timeout: float) -> None:
+        """What happens while a poll waits (nothing here)."""
 
     def handled(self, *received) -> None:
         self.acknowledged += received
@@ -36,27 +40,44 @@ class FakeConsumer:
         self.paused = paused
 
 
-def intake_of(consumer: FakeConsumer, *, offset: float = 0.0) -> Intake:
+def intake_of(consumer: FakeConsumer, *, offset: float = 0.0, clock=time.time) -> Intake:
     """An intake whose shards' clocks run ``offset`` seconds ahead of this machine's."""
     return Intake(
         consumer=consumer,
         batch_size=100,
         inline_handlers=["noop"],
         due_time=lambda message: message.due_at.timestamp() - offset,
+        clock=clock,
     )
 
 
 def test_due_jobs_come_out_at_once_and_others_when_due():
     due, later = received_job(1, due_in=-1.0), received_job(2, due_in=30.0)
-    intake = intake_of(FakeConsumer([[due, later]]))
-    now = time.time()
+    now = [time.time()]
+    intake = intake_of(FakeConsumer([[due, later]]), clock=lambda: now[0])
 
-    jobs = intake.read(room=10, timeout=0, now=now)
+    jobs = intake.read(room=10, timeout=0)
     assert [job.received for job in jobs] == [due]
     assert len(intake) == 1
-    assert intake.read(room=10, timeout=0, now=now + 29) == []
-    (released,) = intake.read(room=10, timeout=0, now=now + 31)
+    now[0] += 29
+    assert intake.read(room=10, timeout=0) == []
+    now[0] += 2
+    (released,) = intake.read(room=10, timeout=0)
     assert released.received is later and released.state is JobState.WAITING
+
+
+def test_a_held_job_that_comes_due_while_a_poll_waits_comes_out_of_that_read():
+    now = [time.time()]
+
+    class WaitingConsumer(FakeConsumer):
+        def on_poll(self, timeout: float) -> None:
+            now[0] += timeout  # the poll waited its whole timeout: no message came
+
+    job = received_job(1, due_in=0.5)
+    intake = intake_of(WaitingConsumer([[job]]), clock=lambda: now[0])
+    assert intake.read(room=10, timeout=0) == []
+    (released,) = intake.read(room=10, timeout=intake.next_due() - now[0])
+    assert released.received is job
 
 
 def test_a_job_is_held_by_the_shards_clock_not_this_machines():
@@ -64,7 +85,7 @@ def test_a_job_is_held_by_the_shards_clock_not_this_machines():
     # database is not due yet, whatever our clock says.
     job = received_job(1, due_in=-1.0)  # due a second ago by our clock
     intake = intake_of(FakeConsumer([[job]]), offset=-3.0)
-    assert intake.read(room=10, timeout=0, now=time.time()) == []
+    assert intake.read(room=10, timeout=0) == []
     assert intake.next_due() == pytest.approx(time.time() + 2, abs=0.5)
 
 
@@ -73,7 +94,7 @@ def test_a_malformed_message_is_acknowledged_and_never_handed_on():
     bad = received_job(1)
     bad = type(bad)(partition=0, offset=bad.offset, value=b"not json")
     consumer = FakeConsumer([[bad, good]])
-    jobs = intake_of(consumer).read(room=10, timeout=0, now=time.time())
+    jobs = intake_of(consumer).read(room=10, timeout=0)
     assert [job.received for job in jobs] == [good]
     assert consumer.acknowledged == [bad]
 
@@ -81,16 +102,15 @@ def test_a_malformed_message_is_acknowledged_and_never_handed_on():
 def test_reading_pauses_while_the_read_ahead_is_full():
     consumer = FakeConsumer([[received_job(1)]])
     intake = intake_of(consumer)
-    assert intake.read(room=0, timeout=0, now=time.time()) == []
+    assert intake.read(room=0, timeout=0) == []
     assert consumer.paused
-    intake.read(room=5, timeout=0, now=time.time())
+    intake.read(room=5, timeout=0)
     assert not consumer.paused
 
 
 def test_inline_handlers_mark_their_jobs_inline():
-    jobs = intake_of(FakeConsumer([[received_job(1), received_job(1, handler="http")]])).read(
-        room=10, timeout=0, now=time.time()
-    )
+    consumer = FakeConsumer([[received_job(1), received_job(1, handler="http")]])
+    jobs = intake_of(consumer).read(room=10, timeout=0)
     assert [job.inline for job in jobs] == [True, False]
 
 
