@@ -23,7 +23,7 @@ import uuid
 from typing import ClassVar
 
 from .errors import ServerStartError
-from .java import java
+from .java import java, native_heap_trim
 from .kafka_jars import classpath
 from .ports import free_port
 from .server import Server
@@ -32,7 +32,8 @@ logger = logging.getLogger(__name__)
 
 # -Xms and -Xmx (fixed, as Kafka's kafka-server-start.sh does): a development broker holds
 # a few topics of a few million messages. The heap is touched at start, so the process's
-# memory does not creep up as the collector grows the heap: growth that shows is native.
+# memory does not creep up as the collector grows the heap; native memory freed is
+# trimmed (``native_heap_trim``).
 HEAP_MB = 512
 NODE_ID = 1
 READINESS_TOPIC = "localstack.readiness"  # produced to and read back by the readiness probe
@@ -142,6 +143,7 @@ class KafkaBroker(Server):
             f"-Xms{HEAP_MB}m",
             f"-Xmx{HEAP_MB}m",
             "-XX:+AlwaysPreTouch",
+            *native_heap_trim(),
             *JVM_OPTIONS,
             "-cp",
             classpath(),

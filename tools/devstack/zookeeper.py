@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from .errors import BinaryNotFound
-from .java import java
+from .java import java, native_heap_trim
 from .probes import zookeeper_ruok
 from .server import Server
 
@@ -26,8 +26,8 @@ MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"  # standalone, no
 TICK_TIME_MS = 2000  # sessions time out between 2 and 20 ticks (4 s to 40 s)
 # -Xms and -Xmx: a development ZooKeeper holds a few thousand znodes at most. The whole heap
 # is committed and touched at start (as Kafka's own scripts fix -Xms to -Xmx), so the
-# process's memory does not creep up as the collector grows the heap: growth that shows
-# is native memory.
+# process's memory does not creep up as the collector grows the heap; native memory freed
+# is trimmed (``native_heap_trim``).
 HEAP_MB = 128
 SNAPSHOTS_KEPT = 3  # autopurge keeps this many snapshots (and their logs)
 PURGE_INTERVAL_HOURS = 1
@@ -84,6 +84,7 @@ class ZooKeeperServer(Server):
             f"-Xms{HEAP_MB}m",
             f"-Xmx{HEAP_MB}m",
             "-XX:+AlwaysPreTouch",
+            *native_heap_trim(),
             "-XX:+ExitOnOutOfMemoryError",
             "-Djava.net.preferIPv4Stack=true",
             "-Dorg.slf4j.simpleLogger.showDateTime=true",
