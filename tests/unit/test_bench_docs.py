@@ -80,6 +80,16 @@ def test_the_soak_row_names_the_figures_its_checks_judged(results_dir):
     )
 
 
+def test_the_soak_row_says_how_closely_a_creeping_p99_followed_the_machines_load(results_dir):
+    results = json.loads((results_dir / "results.json").read_text())
+    soak = results["soak"]
+    p99s = [minute["p99_ms"] for minute in soak["per_minute"]["started_minus_due_ms"]]
+    soak["cpu_cores"] = {"machine": [1.0 + p99 / 100 for p99 in p99s]}
+    (results_dir / "results.json").write_text(json.dumps(results))
+    row = _row(docs.render(results_dir, None), "soak")
+    assert "over 1.5x minute 2's 8 ms (r = 1.00 with the machine's busy cores);" in row
+
+
 def test_the_soak_row_names_minutes_short_of_the_rate_and_early_jobs(results_dir):
     results = json.loads((results_dir / "results.json").read_text())
     checks = results["soak"]["checks"]

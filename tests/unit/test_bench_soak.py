@@ -80,6 +80,13 @@ def test_growth_needs_two_minutes_from_minute_2_on():
     assert soak_numbers.growth([50.0, None, 60.0])["grows"] is None
 
 
+def test_correlation_is_pearsons_r_over_the_minutes_known_in_both():
+    assert soak_numbers.correlation([10, 20, 30, None], [1.0, 1.2, 1.4, 1.9]) == 1.0
+    assert soak_numbers.correlation([30, 20, 10], [1.0, 1.2, 1.4]) == -1.0
+    assert soak_numbers.correlation([10, 20], [1.0, 1.2]) is None  # too few minutes
+    assert soak_numbers.correlation([10, 10, 10], [1.0, 1.2, 1.4]) is None  # no variation
+
+
 def _minutes(*p99s):
     return [{"jobs": 10, "p50_ms": 1, "p99_ms": p99, "max_ms": p99} for p99 in p99s]
 
@@ -183,6 +190,7 @@ def test_a_steady_soak_passes_and_its_table_has_a_row_a_minute():
     table = result["markdown"].splitlines()
     assert table[2].startswith("| 1 | 1,389 | 1,389 | 5 / 40 / 50 |")
     assert len([line for line in table if line.startswith("| ")]) == 1 + 4  # header, minutes
+    assert table[2].endswith("| 0.15 |")  # cores busy: 1.5 CPU-s per 10 s
     assert "**Passed.**" in result["markdown"]
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools.bench.report import REPORT_FILE, RESULTS_FILE
+from tools.bench.soak_numbers import p99_follows_busy_cores
 
 PLOTS_DIR = "benchmarks"  # beside the page: docs/benchmarks/
 GENERATED_BY = "python -m tools.bench.docs RESULTS_DIR --out docs/benchmarks.md"
@@ -197,6 +198,9 @@ def _soak(result: dict) -> Verdict:
             f"{_get(lateness, 'creep_limit')}x minute 2's "
             f"{_get(lateness, 'minute_2_p99_ms')} ms"
         )
+        follows = p99_follows_busy_cores(result)
+        if follows is not None:
+            parts[-1] += f" (r = {follows:.2f} with the machine's busy cores)"
     if grown.get("grown"):
         parts.append(f"memory grew: {', '.join(grown['grown'])}")
     peaks = _get(checks, "worker_rss", "peaks_mib").values()

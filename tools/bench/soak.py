@@ -13,7 +13,8 @@ page cache and the CPU by kind of process. Once every job has run it reads, from
 shards, each job's ``started_at - execute_at`` and ``dispatched_at - execute_at``.
 
 Reported per minute: started - due p50/p99/max, created/s, started/s, the memory of each
-process, table sizes and dead tuples. The result passes when (``soak_numbers``):
+process, table sizes, dead tuples and the machine's busy cores; and how closely the p99
+followed those (Pearson's r). The result passes when (``soak_numbers``):
 
 - every minute's p99 lateness is at most 100 ms, and none is above 1.5 x minute 2's;
 - no process's memory (PSS less shared memory, see ``memory``) grows from minute 2 to
@@ -549,12 +550,13 @@ def soak_markdown(result: dict) -> str:
         result["tables"],
     )
     roles = [role for role in memory_by_role if role != "loadgen"]
+    busy = result.get("cpu_cores", {}).get(StackCpu.MACHINE, [])
     lines = [
         "| min | created/s | started/s | started - due p50 / p99 / max ms "
         "| dispatched - due p99 ms "
         + "".join(f"| {role} MiB " for role in roles)
-        + "| jobs tables MiB (indexes) | dead tuples |",
-        "|---:|---:|---:|---:|---:" + "|---:" * len(roles) + "|---:|---:|",
+        + "| jobs tables MiB (indexes) | dead tuples | cores busy |",
+        "|---:|---:|---:|---:|---:" + "|---:" * len(roles) + "|---:|---:|---:|",
     ]
     for minute in range(result["minutes"]):
         late = per_minute["started_minus_due_ms"][minute]
@@ -565,7 +567,8 @@ def soak_markdown(result: dict) -> str:
             f"| {_cell(per_minute['dispatched_minus_due_ms'][minute]['p99_ms'])} "
             + "".join(f"| {_cell(memory_by_role[role]['pss_mib'][minute])} " for role in roles)
             + f"| {_cell(tables['total_mib'][minute])} ({_cell(tables['indexes_mib'][minute])}) "
-            f"| {_cell(tables['dead_tuples'][minute])} |"
+            f"| {_cell(tables['dead_tuples'][minute])} "
+            f"| {_cell(busy[minute] if minute < len(busy) else None, 2)} |"
         )
     checks = result["checks"]
     held, late, grown, rss, ran = (
@@ -589,6 +592,10 @@ def soak_markdown(result: dict) -> str:
         f"Worker peak RSS: {', '.join(f'{r} {v:.0f}' for r, v in rss['peaks_mib'].items())} MiB "
         f"(limit {rss['limit_mib']:g}). "
         f"Jobs: {ran['created']:,} created, {ran['succeeded']:,} succeeded, {ran['early']} early.",
+        "",
+        "Cores busy: the whole machine's, which the stack and the load generator share. "
+        "Correlation of a minute's p99 lateness with them: "
+        f"{_cell(soak_numbers.p99_follows_busy_cores(result), 2)} (Pearson's r).",
         "",
         "Memory is PSS (shared pages split between the processes that map them), summed "
         "over a server's processes; the growth test leaves out shared memory (PostgreSQL's "

@@ -10,6 +10,9 @@ memory samples, and the pass/fail tests. Pure functions, no servers.
   them: a process that settles after minute 1 passes, one that climbs steadily fails.
 - Lateness fails a minute whose p99 is over ``P99_LIMIT_MS``, or more than
   ``CREEP_LIMIT`` times minute 2's p99.
+- How closely lateness follows the machine's load: the correlation of each minute's p99
+  with the cores busy in it, reported, not tested. On a machine shared by the whole stack
+  the tail of start - due is mostly time waiting for a core.
 - The load is held when every minute's jobs were created at ``RATE_HELD`` of the rate or
   more: a minute the load generator fell behind in did not measure the design peak.
 
@@ -22,6 +25,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+
+from tools.bench.stack_cpu import StackCpu
 
 P99_LIMIT_MS = 100.0  # every minute's p99 of started_at - execute_at, at most
 CREEP_LIMIT = 1.5  # no minute's p99 above this times minute 2's
@@ -172,3 +177,26 @@ def minute_rates(
         (first_at, first), (last_at, last) = points[0], points[-1]
         rates.append(round((last - first) / (last_at - first_at), 2))
     return rates
+
+
+def correlation(xs: Sequence[float | None], ys: Sequence[float | None]) -> float | None:
+    """Pearson's r over the minutes where both are known (None for fewer than 3 such
+    minutes, or when either does not vary)."""
+    pairs = [(x, y) for x, y in zip(xs, ys, strict=False) if x is not None and y is not None]
+    if len(pairs) < 3:
+        return None
+    mean_x = sum(x for x, _ in pairs) / len(pairs)
+    mean_y = sum(y for _, y in pairs) / len(pairs)
+    covariance = sum((x - mean_x) * (y - mean_y) for x, y in pairs)
+    spread_x = math.sqrt(sum((x - mean_x) ** 2 for x, _ in pairs))
+    spread_y = math.sqrt(sum((y - mean_y) ** 2 for _, y in pairs))
+    if not spread_x or not spread_y:
+        return None
+    return round(covariance / (spread_x * spread_y), 2)
+
+
+def p99_follows_busy_cores(result: Mapping) -> float | None:
+    """Pearson's r of a soak result's per-minute p99 lateness and the machine's busy cores
+    in each minute (None without both)."""
+    p99s = [row["p99_ms"] for row in result["per_minute"]["started_minus_due_ms"]]
+    return correlation(p99s, result.get("cpu_cores", {}).get(StackCpu.MACHINE, []))
