@@ -550,7 +550,7 @@ def soak_markdown(result: dict) -> str:
         result["tables"],
     )
     roles = [role for role in memory_by_role if role != "loadgen"]
-    busy = result.get("cpu_cores", {}).get(StackCpu.MACHINE, [])
+    busy = result["cpu_cores"][StackCpu.MACHINE]
     lines = [
         "| min | created/s | started/s | started - due p50 / p99 / max ms "
         "| dispatched - due p99 ms "
@@ -568,7 +568,7 @@ def soak_markdown(result: dict) -> str:
             + "".join(f"| {_cell(memory_by_role[role]['pss_mib'][minute])} " for role in roles)
             + f"| {_cell(tables['total_mib'][minute])} ({_cell(tables['indexes_mib'][minute])}) "
             f"| {_cell(tables['dead_tuples'][minute])} "
-            f"| {_cell(busy[minute] if minute < len(busy) else None, 2)} |"
+            f"| {_cell(busy[minute], 2)} |"
         )
     checks = result["checks"]
     held, late, grown, rss, ran = (

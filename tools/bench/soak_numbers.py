@@ -23,6 +23,7 @@ so "minute 2" is index 1.
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -185,14 +186,10 @@ def correlation(xs: Sequence[float | None], ys: Sequence[float | None]) -> float
     pairs = [(x, y) for x, y in zip(xs, ys, strict=False) if x is not None and y is not None]
     if len(pairs) < 3:
         return None
-    mean_x = sum(x for x, _ in pairs) / len(pairs)
-    mean_y = sum(y for _, y in pairs) / len(pairs)
-    covariance = sum((x - mean_x) * (y - mean_y) for x, y in pairs)
-    spread_x = math.sqrt(sum((x - mean_x) ** 2 for x, _ in pairs))
-    spread_y = math.sqrt(sum((y - mean_y) ** 2 for _, y in pairs))
-    if not spread_x or not spread_y:
+    try:
+        return round(statistics.correlation(*zip(*pairs, strict=True)), 2)
+    except statistics.StatisticsError:  # one of them is constant
         return None
-    return round(covariance / (spread_x * spread_y), 2)
 
 
 def p99_follows_busy_cores(result: Mapping) -> float | None:
