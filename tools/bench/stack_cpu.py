@@ -31,6 +31,8 @@ class StackCpu:
         ("postgres", "postgres"),
         ("kafka.Kafka", "broker"),
         ("zookeeper", "zookeeper"),
+        ("gunicorn", "api"),
+        ("tools.loadgen", "loadgen"),
     )
 
     def __init__(self, *, launcher_pid: int) -> None:
