@@ -14,6 +14,10 @@ Room that users leave unused (they have fewer jobs due than their share: a stead
 beside a flood) goes to the users who filled theirs, by weight, as long as the shard's
 total stays within the limit (``spare``): the limit is shared, not split.
 
+The count is also kept per partition of the jobs topic (``held``): how many of a user's
+jobs each partition's executor has not finished yet, so that new jobs go where they are
+started soonest (scheduler_worker.partition_deal).
+
 The count reads every queued and running row of the shard, so it is made at most every
 ``RECOUNT_INTERVAL``; in between, it is the last count plus the jobs claimed since. Jobs
 that finished meanwhile are seen at the next count, so the limit is never passed. Owned by
@@ -46,7 +50,9 @@ class ShardInFlight:
         self.max_in_flight = max_in_flight
         self._clock = clock
         self._label = str(store.shard_id)
-        self._by_user: Counter[int] = Counter()  # as last counted, plus claimed since
+        # As last counted, plus claimed since: per user, and per user and partition.
+        self._by_user: Counter[int] = Counter()
+        self._by_partition: Counter[tuple[int, int | None]] = Counter()
         self._recount_at = -math.inf
 
     def rooms(self, users: Iterable[int], weights: dict[int, float]) -> dict[int, int]:
@@ -73,9 +79,15 @@ class ShardInFlight:
         total = sum(weight_of(weights, user) for user in users)
         return {user: math.ceil(left * weight_of(weights, user) / total) for user in users}
 
+    def held(self, user: int, partition_count: int) -> list[int]:
+        """The user's jobs in flight on each partition, as of the last count and claims."""
+        return [self._by_partition[user, partition] for partition in range(partition_count)]
+
     def claimed(self, jobs: Iterable[ClaimedJob]) -> None:
         """Count jobs just claimed, until the next count sees them."""
-        self._by_user.update(job.user_id for job in jobs)
+        for job in jobs:
+            self._by_user[job.user_id] += 1
+            self._by_partition[job.user_id, job.partition] += 1
 
     def total(self) -> int:
         return self._by_user.total()
@@ -84,6 +96,9 @@ class ShardInFlight:
         now = self._clock()
         if now < self._recount_at:
             return
-        self._by_user = Counter(self.store.in_flight_by_user())
+        self._by_partition = Counter(self.store.in_flight())
+        self._by_user = Counter()
+        for (user, _), count in self._by_partition.items():
+            self._by_user[user] += count
         self._recount_at = now + RECOUNT_INTERVAL
         metrics.IN_FLIGHT.labels(self._label).set(self._by_user.total())

@@ -65,7 +65,7 @@ DUE_HEADS = f"""
 # when none is. Scheduled jobs: the earliest due of each (user, priority) (DUE_HEADS).
 # Published jobs waiting for an executor: the first queued entry of the in-flight index,
 # in lease order, which is the order in which they became both due and published
-# (CLAIM_FOR_DISPATCH sets the lease to that moment plus a fixed timeout); its due time
+# (CLAIM_PICKED sets the lease to that moment plus a fixed timeout); its due time
 # stands for theirs.
 OLDEST_DUE_AGE = f"""
 {DUE_HEADS}    SELECT coalesce(greatest(0, extract(epoch FROM now() - min(due_at))), 0)::float8
@@ -76,9 +76,11 @@ OLDEST_DUE_AGE = f"""
      WHERE due_at <= now()
 """
 
-# Published, unfinished jobs per user: the partial in-flight index keeps it to those rows.
-COUNT_IN_FLIGHT_BY_USER = f"""
-    SELECT user_id, count(*) FROM jobs WHERE status IN {IN_FLIGHT} GROUP BY user_id
+# Published, unfinished jobs per user and partition: the partial in-flight index keeps it
+# to those rows.
+COUNT_IN_FLIGHT = f"""
+    SELECT user_id, dispatch_partition, count(*) FROM jobs
+     WHERE status IN {IN_FLIGHT} GROUP BY user_id, dispatch_partition
 """
 
 # At a takeover: jobs an older owner claimed for dispatch that no executor started. The old
@@ -100,25 +102,15 @@ DUE_USERS = f"""
      GROUP BY user_id ORDER BY user_id
 """
 
-# Take up to quota.n of each user's due jobs (due within ``ahead`` seconds), highest
-# priority first and oldest first within a priority, and mark them queued. A job sent
-# ahead of its due time waits for it in the executor, so its lease (the queued timeout)
-# runs from its due time. Each priority is read as its own range of the
-# due index (highest first, at most quota.n rows each), so a user's urgent job is taken
-# ahead of their own backlog without reading the backlog.
-# The picked rows are updated through their ctids (a TID scan, which the planner takes
-# whatever its estimates), so the update costs the same however many jobs are due. Two
-# plans it chose otherwise: as an UPDATE ... FROM join, it guesses a third of the user's
-# jobs per LIMIT quota.n and hash-joins a sequential scan of the whole table (350 ms
-# instead of 20 ms per 1,000 jobs on a shard of 1,000,000); with ``id = ANY(ARRAY(...))``
-# and statistics from before a backlog arrived (scheduled jobs rare), it filters the
-# whole due index against the array (1.7 s per 2,000 jobs on a shard of 75,000). A row
-# updated meanwhile (a cancel) has a new ctid, so it is skipped, and stays as it is.
-# PICK_FOR_DISPATCH is the selection alone (the benchmarks time it apart).
+# Pick up to quota.n of each user's due jobs (due within ``ahead`` seconds), highest
+# priority first and oldest first within a priority: each priority is read as its own
+# range of the due index (highest first, at most quota.n rows each), so a user's urgent
+# job is taken ahead of their own backlog without reading the backlog. A user's picks come
+# together, in that order.
 PICK_FOR_DISPATCH = f"""
-               SELECT picked.ctid
+               SELECT picked.ctid, picked.id, quota.user_id
                  FROM unnest(%(user_ids)s::bigint[], %(quotas)s::int[]) AS quota(user_id, n),
-              LATERAL (SELECT by_priority.ctid
+              LATERAL (SELECT by_priority.ctid, by_priority.id
                          FROM generate_series({PRIORITY_MAX}, {PRIORITY_MIN}, -1) AS p(priority),
                       LATERAL (SELECT ctid, due_at, id FROM jobs
                                 WHERE status = {SCHEDULED} AND user_id = quota.user_id
@@ -128,15 +120,28 @@ PICK_FOR_DISPATCH = f"""
                         ORDER BY p.priority DESC, by_priority.due_at, by_priority.id
                         LIMIT quota.n) AS picked"""
 
-CLAIM_FOR_DISPATCH = f"""
+# Mark the picked jobs queued, each with its partition. A job sent ahead of its due time
+# waits for it in the executor, so its lease (the queued timeout) runs from its due time.
+# The rows are found by their ctids, as a TID scan: ``ctid = ANY(ARRAY(SELECT ...))`` is
+# one whatever the planner's estimates, since it cannot see the array's size. With the
+# join to the hand alone, it estimates from the literal array and reads the whole table
+# when the quota is a tenth of it; with a join on ids and statistics from before a
+# backlog arrived, it has filtered the whole due index (1.7 s per 2,000 jobs on a shard of
+# 75,000); a check of the status invites the same plan. A row updated since the pick (a
+# cancel) has a new ctid, so it is skipped and stays as it is; the id check keeps a
+# reused slot from being taken for it.
+CLAIM_PICKED = f"""
     UPDATE jobs
        SET status = {QUEUED}, dispatched_at = now(), updated_at = now(),
-           dispatch_epoch = %(epoch)s,
+           dispatch_epoch = %(epoch)s, dispatch_partition = hand.partition,
            lease_expires_at = GREATEST(jobs.due_at, now())
                               + make_interval(secs => %(queued_timeout)s)
-     WHERE jobs.ctid = ANY(ARRAY({PICK_FOR_DISPATCH}))
+      FROM unnest(%(ctids)s::tid[], %(ids)s::text[], %(partitions)s::smallint[])
+           AS hand(ctid, id, partition)
+     WHERE jobs.ctid = ANY(ARRAY(SELECT unnest(%(ctids)s::tid[])))
+       AND jobs.ctid = hand.ctid AND jobs.id = hand.id
  RETURNING jobs.id, jobs.user_id, jobs.attempts, jobs.due_at, jobs.dispatched_at,
-           jobs.priority, jobs.handler
+           jobs.priority, jobs.handler, jobs.dispatch_partition
 """
 
 # Jobs whose messages the broker did not acknowledge go back to being due at once.
@@ -173,7 +178,7 @@ SWEEP_ABANDONED = f"""
 
 # Finished jobs past the retention time, oldest first, a batch at a time, and their
 # attempt history with them; returns how many jobs went. Picked rows are deleted by ctid,
-# as CLAIM_FOR_DISPATCH updates them: a TID scan whatever the planner's estimates.
+# as CLAIM_PICKED updates them: a TID scan whatever the planner's estimates.
 # Finished jobs do not change, and a row that did has a new ctid and is kept. Their
 # attempts are found through jobs_attempt's primary key, which leads with job_id.
 PURGE_FINISHED_JOBS = f"""

@@ -1,8 +1,8 @@
 """Publishing a shard's claimed jobs: their messages to the broker, and what it failed back.
 
 A round sends its messages without waiting for the broker: the next round starts at once
-(waiting would add the broker's round trip to every job's dispatch). Each user's jobs are
-dealt over the partitions (``scheduler_worker.partition_deal``). The jobs of messages the
+(waiting would add the broker's round trip to every job's dispatch). Each job goes to the
+partition its claim gave it (``scheduler_worker.partition_deal``). The jobs of messages the
 broker failed are made due again at the start of the next round (``release_failed``), or
 when the shard goes (``settle``); until then they count as in flight, so a broker that does
 not acknowledge stops the claims once the in-flight limit is reached.
@@ -20,7 +20,6 @@ from scheduler_worker import metrics
 from scheduler_worker.acknowledgements import Unacknowledged
 from scheduler_worker.dispatch_config import DispatchConfig
 from scheduler_worker.dispatch_metrics import observe_dispatched
-from scheduler_worker.partition_deal import PartitionDealer
 from scheduler_worker.shard_store import ClaimedJob, ShardStore
 from scheduler_worker.weights import weight_of
 
@@ -35,7 +34,6 @@ class ShardPublisher:
         self.producer = producer
         self.config = config
         self._unacknowledged = Unacknowledged()
-        self._dealer = PartitionDealer()
 
     def release_failed(self, *, epoch: int | None) -> int:
         """Make the jobs of the messages the broker failed due again (fenced by ``epoch``);
@@ -69,13 +67,10 @@ class ShardPublisher:
         except DatabaseError as exc:
             logger.warning("shard %s: cannot release failed jobs: %s", self.store.shard_id, exc)
 
-    def publish(self, claimed: list[ClaimedJob], weights: dict[int, float], *, epoch: int) -> int:
+    def publish(self, jobs: list[ClaimedJob], weights: dict[int, float], *, epoch: int) -> int:
         """Send a round's claimed jobs; the broker's reports arrive later. How many."""
-        if not claimed:
+        if not jobs:
             return 0
-        jobs, partitions = self._dealer.deal(
-            claimed, self.producer.partition_count(self.config.topic)
-        )
         messages = [
             (job.job_id.encode(), self._message(job, weight_of(weights, job.user_id), epoch))
             for job in jobs
@@ -92,7 +87,7 @@ class ShardPublisher:
             messages,
             on_done=on_done,
             timeout=self.config.publish_timeout,
-            partitions=partitions,
+            partitions=[job.partition for job in jobs],
         )
         return len(jobs)
 

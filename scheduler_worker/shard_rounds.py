@@ -9,12 +9,13 @@ One round (``dispatch_round``):
    each user's room scaled down alike (a limit far above the jobs one claim statement
    and one batch of messages should carry);
 3. claim: mark up to that many of each user's due jobs queued, highest priority first,
-   then oldest, fenced by our epoch; then, if the shard is below its limit, the room left
-   goes to the users who filled theirs, by weight, in a second claim
+   then oldest, fenced by our epoch, each with the partition it goes to: the user's jobs
+   go to the partitions that hold fewest of them in flight
+   (``scheduler_worker.partition_deal``); then, if the shard is below its limit, the room
+   left goes to the users who filled theirs, by weight, in a second claim
    (``ShardInFlight.spare``);
-4. publish them without waiting for the broker, each user's dealt over the partitions
-   (``scheduler_worker.shard_publisher``). A round first releases the jobs whose messages
-   the broker failed.
+4. publish them without waiting for the broker (``scheduler_worker.shard_publisher``). A
+   round first releases the jobs whose messages the broker failed.
 
 The scheduler only supplies: the order jobs start in, and so each user's share, is decided
 by the executors (executor_worker.start_order; docs/design/fairness.md).
@@ -42,6 +43,7 @@ from scheduler_worker.dispatch_config import DispatchConfig
 from scheduler_worker.dispatch_metrics import BackloggedGauges
 from scheduler_worker.errors import MessagesNotAcknowledged
 from scheduler_worker.in_flight import ShardInFlight
+from scheduler_worker.partition_deal import PartitionDealer
 from scheduler_worker.shard_publisher import ShardPublisher
 from scheduler_worker.shard_store import ClaimedJob, ShardStore
 
@@ -79,7 +81,9 @@ class ShardRounds:
         self.epoch: int | None = None
         self._claiming = threading.Event()  # cleared while paused
         self._claiming.set()
+        self.producer = producer
         self.publisher = ShardPublisher(store=store, producer=producer, config=config)
+        self._dealer = PartitionDealer()
         self._backlogged = BackloggedGauges(shard_id=store.shard_id)
         self.in_flight = ShardInFlight(store=store, max_in_flight=config.max_in_flight, clock=clock)
 
@@ -138,9 +142,14 @@ class ShardRounds:
             quotas=quotas,
             queued_timeout=self.config.queued_timeout,
             ahead=self.config.dispatch_ahead,
+            deal=self._deal,
         )
         self.in_flight.claimed(claimed)
         return claimed
+
+    def _deal(self, owners: list[int]) -> list[int | None]:
+        partition_count = self.producer.partition_count(self.config.topic)
+        return self._dealer.deal(owners, partition_count, self.in_flight.held)
 
 
 def round_quotas(rooms: dict[int, int], most: int) -> dict[int, int]:

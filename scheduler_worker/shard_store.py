@@ -36,6 +36,11 @@ class ClaimedJob:
     dispatched_at: datetime
     priority: int = PRIORITY_DEFAULT  # within the user's own jobs; higher first
     handler: str | None = None  # the handler's name (executors pace thread-pool jobs)
+    partition: int | None = None  # the jobs topic's; None: the message key's
+
+
+# Each picked job's partition, given the owners (user ids) of the picked jobs in pick order.
+Deal = Callable[[list[int]], list[int | None]]
 
 
 @dataclass(frozen=True)
@@ -83,11 +88,11 @@ class ShardStore:
         with self._cursor() as cursor:
             cursor.execute(queries.RECORD_ROUND, {"shard_id": self.shard_id, "epoch": epoch})
 
-    def in_flight_by_user(self) -> dict[int, int]:
-        """Published, unfinished jobs (queued or running) per user who has any."""
+    def in_flight(self) -> dict[tuple[int, int | None], int]:
+        """Published, unfinished jobs (queued or running) per user and partition."""
         with self._cursor() as cursor:
-            cursor.execute(queries.COUNT_IN_FLIGHT_BY_USER)
-            return dict(cursor.fetchall())
+            cursor.execute(queries.COUNT_IN_FLIGHT)
+            return {(user, partition): count for user, partition, count in cursor.fetchall()}
 
     def oldest_due_age(self) -> float:
         """Seconds the oldest due, unstarted job has waited since due (0: none is due)."""
@@ -107,22 +112,34 @@ class ShardStore:
             return [row[0] for row in cursor.fetchall()]
 
     def claim(
-        self, *, epoch: int, quotas: dict[int, int], queued_timeout: float, ahead: float = 0.0
+        self,
+        *,
+        epoch: int,
+        quotas: dict[int, int],
+        queued_timeout: float,
+        ahead: float = 0.0,
+        deal: Deal | None = None,
     ) -> list[ClaimedJob]:
         """Mark up to ``quotas[user]`` jobs of each user due within ``ahead`` seconds
-        queued, under our epoch."""
+        queued, under our epoch; ``deal`` gives each one's partition (by default, none)."""
         users = [user for user, quota in quotas.items() if quota > 0]
         if not users:
             return []
-        params = {
-            "epoch": epoch,
-            "user_ids": users,
-            "quotas": [quotas[user] for user in users],
-            "queued_timeout": queued_timeout,
-            "ahead": ahead,
-        }
+        pick = {"user_ids": users, "quotas": [quotas[user] for user in users], "ahead": ahead}
         with self._fenced(epoch) as cursor:
-            cursor.execute(queries.CLAIM_FOR_DISPATCH, params)
+            cursor.execute(queries.PICK_FOR_DISPATCH, pick)
+            picked = cursor.fetchall()
+            if not picked:
+                return []
+            owners = [user for _, _, user in picked]
+            partitions = deal(owners) if deal else [None] * len(picked)
+            hand = {
+                "ctids": [ctid for ctid, _, _ in picked],
+                "ids": [job_id for _, job_id, _ in picked],
+                "partitions": partitions,
+            }
+            claim = {"epoch": epoch, "queued_timeout": queued_timeout}
+            cursor.execute(queries.CLAIM_PICKED, {**hand, **claim})
             return [ClaimedJob(*row) for row in cursor.fetchall()]
 
     def release(self, *, epoch: int, job_ids: list[str]) -> int:

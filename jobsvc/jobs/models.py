@@ -77,6 +77,9 @@ class Job(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     # The shard-ownership epoch under which the job was last dispatched (fencing).
     dispatch_epoch = models.BigIntegerField(null=True, blank=True)
+    # The jobs topic's partition its last dispatch went to: what the scheduler counts per
+    # partition in flight, to supply each executor as fast as it starts jobs.
+    dispatch_partition = models.SmallIntegerField(null=True, blank=True)
     # While queued or running: when the sweeper may assume the message or executor was lost.
     lease_expires_at = models.DateTimeField(null=True, blank=True)
 

@@ -79,7 +79,7 @@ class Producer(Protocol):
         *,
         on_done: Callable[[list[int]], None],
         timeout: float,
-        partitions: Sequence[int] | None = None,
+        partitions: Sequence[int | None] | None = None,
     ) -> object: ...
 
     def partition_count(self, topic: str) -> int | None: ...
@@ -127,13 +127,13 @@ class BatchProducer:
         *,
         on_done: Callable[[list[int]], None] | None = None,
         timeout: float,
-        partitions: Sequence[int] | None = None,
+        partitions: Sequence[int | None] | None = None,
         headers: Sequence[tuple[str, bytes]] = (),
     ) -> _Batch:
         """Publish (key, value) pairs without waiting for the broker.
 
-        ``partitions``: the partition of each message (see ``partition_count``); None:
-        each goes to its key's.
+        ``partitions``: the partition of each message (see ``partition_count``); None
+        there, or None for all: it goes to its key's.
 
         ``on_done`` gets the indexes of the messages that failed, once every message is
         acknowledged or failed; it runs on the reporting thread (or on this one, for
@@ -146,6 +146,7 @@ class BatchProducer:
         deadline = time.monotonic() + timeout
         for index, (key, value) in enumerate(messages):
             target = _ANY_PARTITION if partitions is None else partitions[index]
+            target = _ANY_PARTITION if target is None else target
             self._produce(topic, key, value, target, headers, batch.reporter(index), deadline)
         return batch
 

@@ -44,7 +44,7 @@ class RenewingProducer:
         *,
         on_done: Callable[[list[int]], None],
         timeout: float,
-        partitions: Sequence[int] | None = None,
+        partitions: Sequence[int | None] | None = None,
     ) -> None:
         producer = self._current
 

@@ -1,7 +1,7 @@
 """A reschedule racing a scheduler's dispatch claim: the job runs at the new time, or it was
 dispatched and the reschedule is refused; never both, never neither.
 
-The claim is the scheduler's own (``ShardStore.claim``, the CLAIM_FOR_DISPATCH query) and
+The claim is the scheduler's own (``ShardStore.claim``: PICK_FOR_DISPATCH, then CLAIM_PICKED) and
 the reschedule the API's service, each in its own session, committing in either order.
 """
 

@@ -290,25 +290,28 @@ def test_claim_reads_only_the_jobs_it_takes_however_many_are_due(shard, statisti
         with connections[ALIAS].cursor() as cursor:
             cursor.execute("ANALYZE jobs")
 
-    scans = _scans_of_jobs(
-        _explain_analyze_rolled_back(
-            queries.CLAIM_FOR_DISPATCH,
-            {
-                "epoch": epoch,
-                "user_ids": [21],
-                "quotas": [quota],
-                "queued_timeout": 60.0,
-                "ahead": 0.0,
-            },
-        )
-    )
+    pick = {"user_ids": [21], "quotas": [quota], "ahead": 0.0}
+    with connections[ALIAS].cursor() as cursor:
+        cursor.execute(queries.PICK_FOR_DISPATCH, pick)
+        picked = cursor.fetchall()
+    hand = {
+        "ctids": [ctid for ctid, _, _ in picked],
+        "ids": [job_id for _, job_id, _ in picked],
+        "partitions": [0] * len(picked),
+        "epoch": epoch,
+        "queued_timeout": 60.0,
+    }
+    pick_scans = _scans_of_jobs(_explain_analyze_rolled_back(queries.PICK_FOR_DISPATCH, pick))
+    claim_scans = _scans_of_jobs(_explain_analyze_rolled_back(queries.CLAIM_PICKED, hand))
 
     # The picked jobs are read once to choose them and once to update them: the cost
     # follows the quota, not the backlog, whatever the planner estimates. (EXPLAIN gives
-    # rows per loop, rounded, and the claim loops once per priority: a row of slack each.)
-    assert scans and not [scan for scan in scans if scan["Node Type"] == "Seq Scan"]
-    loops = sum(scan["Actual Loops"] for scan in scans)
-    assert _rows_read(scans) <= 2 * quota + loops, scans
+    # rows per loop, rounded, and the pick loops once per priority: a row of slack each.)
+    assert len(picked) == quota
+    for scans in (pick_scans, claim_scans):
+        assert scans and not [scan for scan in scans if scan["Node Type"] == "Seq Scan"]
+        loops = sum(scan["Actual Loops"] for scan in scans)
+        assert _rows_read(scans) <= quota + loops, scans
 
 
 def test_a_job_cancelled_while_the_claim_waits_for_it_stays_cancelled(shard):
@@ -599,14 +602,7 @@ def test_an_owner_frozen_inside_a_write_does_not_keep_the_next_owner_out(shard):
         try:
             with shard._fenced(old) as cursor:
                 cursor.execute(
-                    queries.CLAIM_FOR_DISPATCH,
-                    {
-                        "epoch": old,
-                        "user_ids": [7],
-                        "quotas": [1],
-                        "queued_timeout": 60.0,
-                        "ahead": 0.0,
-                    },
+                    queries.PICK_FOR_DISPATCH, {"user_ids": [7], "quotas": [1], "ahead": 0.0}
                 )
                 inside.set()
                 unfreeze.wait()  # the process is stopped here, between statements
@@ -733,14 +729,33 @@ def test_queue_lag_is_one_index_probe_per_user_however_many_jobs_are_due(shard):
     assert _rows_read(scans) <= 7, scans
 
 
-def test_in_flight_by_user_counts_queued_and_running_jobs(shard):
+def test_in_flight_counts_queued_and_running_jobs_per_user_and_partition(shard):
     _jobs(1, -1, status="queued", lease=VALID)
     _jobs(1, -1, status="running", attempts=1, lease=VALID)
     _jobs(1, -1)  # scheduled: not in flight
     _jobs(1, -1, status="succeeded")
     _jobs(2, -1, -1, -1, status="queued", lease=VALID)
+    with connections[ALIAS].cursor() as cursor:
+        cursor.execute("UPDATE jobs SET dispatch_partition = 3 WHERE user_id = 2")
 
-    assert shard.in_flight_by_user() == {1: 2, 2: 3}
+    assert shard.in_flight() == {(1, None): 2, (2, 3): 3}
+
+
+def test_a_claim_records_the_partition_each_job_was_dealt(shard):
+    epoch = shard.acquire_lease(owner="worker-a")
+    _jobs(1, -3, -2, -1)
+    _jobs(2, -1)
+    dealt: list[list[int]] = []
+
+    def deal(owners: list[int]) -> list[int | None]:
+        dealt.append(owners)
+        return list(range(len(owners)))
+
+    claimed = shard.claim(epoch=epoch, quotas={1: 2, 2: 5}, queued_timeout=60.0, deal=deal)
+
+    assert dealt == [[1, 1, 2]]  # a user's picks together, its oldest first
+    assert sorted((job.user_id, job.partition) for job in claimed) == [(1, 0), (1, 1), (2, 2)]
+    assert shard.in_flight() == {(1, 0): 1, (1, 1): 1, (2, 2): 1}
 
 
 def test_a_new_owner_makes_due_again_what_older_owners_claimed_and_no_executor_started(shard):

@@ -17,7 +17,6 @@ from django.utils import timezone
 
 from scheduler_worker.dispatch_config import DispatchConfig
 from scheduler_worker.in_flight import RECOUNT_INTERVAL
-from scheduler_worker.partition_deal import PartitionDealer
 from scheduler_worker.shard_rounds import ShardRounds, round_quotas
 from scheduler_worker.shard_store import ClaimedJob
 from scheduler_worker.weights import weight_of
@@ -36,6 +35,7 @@ class InMemoryShard:
         self.due: dict[int, int] = defaultdict(int)
         self.claimed: Counter[int] = Counter()
         self.flying: Counter[int] = Counter()
+        self.flying_on: Counter[tuple[int, int | None]] = Counter()  # by user and partition
         self._ids = itertools.count()
 
     def add(self, user: int, jobs: int) -> None:
@@ -44,23 +44,37 @@ class InMemoryShard:
     def due_users(self, *, ahead: float = 0.0) -> list[int]:
         return sorted(user for user, jobs in self.due.items() if jobs > 0)
 
-    def claim(self, *, epoch, quotas, queued_timeout, ahead=0.0) -> list[ClaimedJob]:
-        now = timezone.now()
-        batch = []
+    def claim(self, *, epoch, quotas, queued_timeout, ahead=0.0, deal=None) -> list[ClaimedJob]:
+        owners = []
         for user, quota in quotas.items():
             taken = min(quota, self.due[user])
             self.due[user] -= taken
-            self.claimed[user] += taken
-            self.flying[user] += taken
-            batch += [ClaimedJob(f"job-{next(self._ids)}", user, 0, now, now)] * taken
+            owners += [user] * taken
+        partitions = deal(owners) if deal and owners else [None] * len(owners)
+        now = timezone.now()
+        batch = []
+        for user, partition in zip(owners, partitions, strict=True):
+            self.claimed[user] += 1
+            self.flying[user] += 1
+            self.flying_on[user, partition] += 1
+            batch.append(
+                ClaimedJob(f"job-{next(self._ids)}", user, 0, now, now, partition=partition)
+            )
         return batch
 
-    def in_flight_by_user(self) -> dict[int, int]:
-        return {user: count for user, count in self.flying.items() if count}
+    def in_flight(self) -> dict[tuple[int, int | None], int]:
+        return {key: count for key, count in self.flying_on.items() if count}
 
-    def finish(self, user: int, jobs: int | None = None) -> None:
-        """Executors ran ``jobs`` (default: all) of the user's jobs in flight."""
-        self.flying[user] -= self.flying[user] if jobs is None else jobs
+    def finish(self, user: int, jobs: int | None = None, *, partition: int | None = None) -> None:
+        """Executors ran ``jobs`` (default: all) of the user's jobs in flight, on
+        ``partition`` (default: on any)."""
+        left = self.flying[user] if jobs is None else jobs
+        self.flying[user] -= left
+        for key in [key for key in self.flying_on if key[0] == user]:
+            if partition is None or key[1] == partition:
+                done = min(left, self.flying_on[key])
+                self.flying_on[key] -= done
+                left -= done
 
     def release(self, *, epoch, job_ids) -> int:
         return 0
@@ -222,25 +236,26 @@ def test_a_weight_that_is_not_a_positive_finite_number_counts_as_the_default(wei
     assert weight_of({1: weight}, 1) == weight_of({}, 1)
 
 
-def test_every_user_s_jobs_are_dealt_evenly_over_the_partitions_across_rounds():
-    dealer = PartitionDealer()
-    now = timezone.now()
-    per_partition: Counter[tuple[int, int]] = Counter()
-    for round_size in (1, 3, 5, 7, 2, 11, 4, 1, 6):
-        jobs = [
-            ClaimedJob(f"{user}-{i}", user, 0, now, now)
-            for user in (1, 2)
-            for i in range(round_size)
-        ]
-        ordered, partitions = dealer.deal(jobs, 4)
-        assert sorted(ordered, key=lambda job: job.job_id) == sorted(jobs, key=lambda j: j.job_id)
-        per_partition.update((job.user_id, p) for job, p in zip(ordered, partitions, strict=True))
-    for user in (1, 2):
-        counts = [per_partition[user, partition] for partition in range(4)]
-        assert max(counts) - min(counts) <= 1, counts
+def test_a_user_s_jobs_go_to_the_partitions_whose_executors_started_more_of_them():
+    shard, clock = InMemoryShard(), Clock()
+    producer = RecordingProducer(partitions=2)
+    shard.add(1, FLOOD)
+    rounds = rounds_of(shard, max_in_flight=100, producer=producer, clock=clock)
+    rounds.dispatch_round()
+    assert Counter(producer.sent) == {(1, 0): 50, (1, 1): 50}
+    shard.finish(1, 40, partition=0)  # partition 0's executor is the faster
+    shard.finish(1, 10, partition=1)
+    clock.recount()
+    producer.sent.clear()
+    rounds.dispatch_round()
+    # each partition holds 50 again: the faster one got what it started, and more
+    assert Counter(producer.sent) == {(1, 0): 40, (1, 1): 10}
+    assert shard.in_flight() == {(1, 0): 50, (1, 1): 50}
 
 
 def test_without_known_partitions_each_job_goes_to_its_key_s():
-    now = timezone.now()
-    jobs = [ClaimedJob("a", 1, 0, now, now)]
-    assert PartitionDealer().deal(jobs, None) == (jobs, None)
+    shard = InMemoryShard()
+    producer = RecordingProducer(partitions=None)
+    shard.add(1, 5)
+    rounds_of(shard, producer=producer).dispatch_round()
+    assert producer.sent == [(1, None)] * 5

@@ -449,11 +449,19 @@ def _explain_round(alias: str, epoch: int) -> dict[str, int]:
             {**params, **_DUE_NOW},
         )
         buffers["pick"] = _buffers(_plan(cursor.fetchone()[0]))
+        cursor.execute(queries.PICK_FOR_DISPATCH, {**params, **_DUE_NOW})
+        picked = cursor.fetchall()
+        hand = {
+            "ctids": [ctid for ctid, _, _ in picked],
+            "ids": [job_id for _, job_id, _ in picked],
+            "partitions": [None] * len(picked),
+        }
         cursor.execute(
-            f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {queries.CLAIM_FOR_DISPATCH}",
-            {**params, **_DUE_NOW, "epoch": epoch, "queued_timeout": 3600.0},
+            f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {queries.CLAIM_PICKED}",
+            {**hand, "epoch": epoch, "queued_timeout": 3600.0},
         )
-        buffers["claim"] = _buffers(_plan(cursor.fetchone()[0]))
+        # The claim picks, then updates what it picked.
+        buffers["claim"] = buffers["pick"] + _buffers(_plan(cursor.fetchone()[0]))
         transaction.set_rollback(True, using=alias)  # EXPLAIN ANALYZE really claimed them
     return buffers
 
