@@ -43,6 +43,16 @@ class ClaimedJob:
 Deal = Callable[[list[int]], list[int | None]]
 
 
+def picked_hand(picked: list[tuple], partitions: list[int | None]) -> dict[str, list]:
+    """CLAIM_PICKED's parameters for the rows PICK_FOR_DISPATCH returned (ctid, id,
+    user), each to go to its partition in ``partitions``."""
+    return {
+        "ctids": [ctid for ctid, _, _ in picked],
+        "ids": [job_id for _, job_id, _ in picked],
+        "partitions": partitions,
+    }
+
+
 @dataclass(frozen=True)
 class AbandonedJob:
     job_id: str
@@ -133,13 +143,8 @@ class ShardStore:
                 return []
             owners = [user for _, _, user in picked]
             partitions = deal(owners) if deal else [None] * len(picked)
-            hand = {
-                "ctids": [ctid for ctid, _, _ in picked],
-                "ids": [job_id for _, job_id, _ in picked],
-                "partitions": partitions,
-            }
             claim = {"epoch": epoch, "queued_timeout": queued_timeout}
-            cursor.execute(queries.CLAIM_PICKED, {**hand, **claim})
+            cursor.execute(queries.CLAIM_PICKED, {**picked_hand(picked, partitions), **claim})
             return [ClaimedJob(*row) for row in cursor.fetchall()]
 
     def release(self, *, epoch: int, job_ids: list[str]) -> int:

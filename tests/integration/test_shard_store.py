@@ -26,7 +26,12 @@ from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias
 from scheduler_worker import queries
 from scheduler_worker.errors import ShardFenced
-from scheduler_worker.shard_store import IDLE_IN_TRANSACTION_TIMEOUT, AbandonedJob, ShardStore
+from scheduler_worker.shard_store import (
+    IDLE_IN_TRANSACTION_TIMEOUT,
+    AbandonedJob,
+    ShardStore,
+    picked_hand,
+)
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
@@ -294,13 +299,7 @@ def test_claim_reads_only_the_jobs_it_takes_however_many_are_due(shard, statisti
     with connections[ALIAS].cursor() as cursor:
         cursor.execute(queries.PICK_FOR_DISPATCH, pick)
         picked = cursor.fetchall()
-    hand = {
-        "ctids": [ctid for ctid, _, _ in picked],
-        "ids": [job_id for _, job_id, _ in picked],
-        "partitions": [0] * len(picked),
-        "epoch": epoch,
-        "queued_timeout": 60.0,
-    }
+    hand = {**picked_hand(picked, [0] * len(picked)), "epoch": epoch, "queued_timeout": 60.0}
     pick_scans = _scans_of_jobs(_explain_analyze_rolled_back(queries.PICK_FOR_DISPATCH, pick))
     claim_scans = _scans_of_jobs(_explain_analyze_rolled_back(queries.CLAIM_PICKED, hand))
 

@@ -34,7 +34,6 @@ class InMemoryShard:
     def __init__(self) -> None:
         self.due: dict[int, int] = defaultdict(int)
         self.claimed: Counter[int] = Counter()
-        self.flying: Counter[int] = Counter()
         self.flying_on: Counter[tuple[int, int | None]] = Counter()  # by user and partition
         self._ids = itertools.count()
 
@@ -55,12 +54,19 @@ class InMemoryShard:
         batch = []
         for user, partition in zip(owners, partitions, strict=True):
             self.claimed[user] += 1
-            self.flying[user] += 1
             self.flying_on[user, partition] += 1
             batch.append(
                 ClaimedJob(f"job-{next(self._ids)}", user, 0, now, now, partition=partition)
             )
         return batch
+
+    @property
+    def flying(self) -> Counter[int]:
+        """The user's jobs in flight, on every partition."""
+        by_user: Counter[int] = Counter()
+        for (user, _), count in self.flying_on.items():
+            by_user[user] += count
+        return by_user
 
     def in_flight(self) -> dict[tuple[int, int | None], int]:
         return {key: count for key, count in self.flying_on.items() if count}
@@ -69,7 +75,6 @@ class InMemoryShard:
         """Executors ran ``jobs`` (default: all) of the user's jobs in flight, on
         ``partition`` (default: on any)."""
         left = self.flying[user] if jobs is None else jobs
-        self.flying[user] -= left
         for key in [key for key in self.flying_on if key[0] == user]:
             if partition is None or key[1] == partition:
                 done = min(left, self.flying_on[key])

@@ -42,7 +42,7 @@ from jobsvc.messaging.topics import ensure_topics, jobs_topics
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias, shard_ids
 from scheduler_worker import queries
-from scheduler_worker.shard_store import ShardStore
+from scheduler_worker.shard_store import ShardStore, picked_hand
 from tools.bench.api_create import served_api
 from tools.bench.api_jobs import (
     BULK,
@@ -451,11 +451,7 @@ def _explain_round(alias: str, epoch: int) -> dict[str, int]:
         buffers["pick"] = _buffers(_plan(cursor.fetchone()[0]))
         cursor.execute(queries.PICK_FOR_DISPATCH, {**params, **_DUE_NOW})
         picked = cursor.fetchall()
-        hand = {
-            "ctids": [ctid for ctid, _, _ in picked],
-            "ids": [job_id for _, job_id, _ in picked],
-            "partitions": [None] * len(picked),
-        }
+        hand = picked_hand(picked, [None] * len(picked))
         cursor.execute(
             f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {queries.CLAIM_PICKED}",
             {**hand, "epoch": epoch, "queued_timeout": 3600.0},
