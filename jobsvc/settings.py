@@ -379,7 +379,9 @@ SCHEDULER_POLL_INTERVAL = env_float("JOBSVC_SCHEDULER_POLL_INTERVAL_SECONDS", 0.
 # due: each may have its share in flight (scheduler_worker.in_flight), the rest waits in
 # PostgreSQL. Executors hold what is in flight and start it in weighted fair order, so this
 # bounds their memory and how long a newcomer's job waits behind others', while it must
-# keep them busy: the drain needs about a second of work in flight.
+# keep them busy: the drain needs about a second of work in flight. The jobs of a user
+# whose backlog ran out stay in flight beside the others' shares until they finish, so a
+# shard can hold up to about twice this for a while.
 SCHEDULER_MAX_IN_FLIGHT_PER_SHARD = env_int(
     "JOBSVC_SCHEDULER_MAX_IN_FLIGHT_PER_SHARD", 2000, minimum=1
 )

@@ -14,14 +14,21 @@ Room that users leave unused (they have fewer jobs due than their share: a stead
 beside a flood) goes to the users who filled theirs, by weight, as long as the shard's
 total stays within the limit (``spare``): the limit is shared, not split.
 
+The limit sizes the shares; it does not cap every job in flight. A user's jobs beyond its
+share (it had the whole limit before a newcomer came due), and the jobs still in flight
+of a user with none due any more, are over it until the executors finish them: in
+``fairness_webhooks``, a shard held 2,858 jobs for seconds after the heaviest user's last
+due job there was claimed. Counting a user with none due against the others' shares would
+let its jobs stuck at a dead executor (until its partitions move) hold everyone back.
+
 The count is also kept per partition of the jobs topic (``held``): how many of a user's
 jobs each partition's executor has not finished yet, so that new jobs go where they are
 started soonest (scheduler_worker.partition_deal).
 
 The count reads every queued and running row of the shard, so it is made at most every
 ``RECOUNT_INTERVAL``; in between, it is the last count plus the jobs claimed since. Jobs
-that finished meanwhile are seen at the next count, so the limit is never passed. Owned by
-the shard's dispatch thread.
+that finished meanwhile are seen at the next count, so a stale count never lets a user
+past its share. Owned by the shard's dispatch thread.
 """
 
 from __future__ import annotations
