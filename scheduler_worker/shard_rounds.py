@@ -137,19 +137,19 @@ class ShardRounds:
             return self.publisher.publish(claimed, weights, epoch=self.epoch)
 
     def _claim(self, quotas: dict[int, int]) -> list[ClaimedJob]:
+        # Asked before the claim's transaction opens: an expired metadata cache means a
+        # request to the broker (up to a second when it is down), which must not hold the
+        # transaction, and its lock on the lease row, open meanwhile.
+        partition_count = self.producer.partition_count(self.config.topic)
         claimed = self.store.claim(
             epoch=self.epoch,
             quotas=quotas,
             queued_timeout=self.config.queued_timeout,
             ahead=self.config.dispatch_ahead,
-            deal=self._deal,
+            deal=lambda owners: self._dealer.deal(owners, partition_count, self.in_flight.held),
         )
         self.in_flight.claimed(claimed)
         return claimed
-
-    def _deal(self, owners: list[int]) -> list[int | None]:
-        partition_count = self.producer.partition_count(self.config.topic)
-        return self._dealer.deal(owners, partition_count, self.in_flight.held)
 
 
 def round_quotas(rooms: dict[int, int], most: int) -> dict[int, int]:
