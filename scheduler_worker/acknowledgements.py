@@ -4,7 +4,8 @@ The dispatcher sends a round's messages without waiting for the broker (see
 ``scheduler_worker.shard_publisher``): the broker's delivery reports arrive later, on the
 producer's thread. ``Unacknowledged`` counts the messages still awaiting a report, so the
 dispatch thread can cap them and wait for room, and keeps the jobs of failed messages
-until the dispatch thread takes them to make them due again.
+until the dispatch thread takes them to make them due again. It also knows whether the
+broker *refuses*: it failed every message of its latest report.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class Unacknowledged:
     def __init__(self) -> None:
         self._count = 0
         self._failed: list[str] = []
+        self._refused = False
         self._changed = threading.Condition()
 
     def add(self, count: int) -> None:
@@ -32,7 +34,15 @@ class Unacknowledged:
         with self._changed:
             self._count -= len(job_ids)
             self._failed.extend(job_ids[i] for i in failed)
+            if job_ids:
+                self._refused = len(failed) == len(job_ids)
             self._changed.notify_all()
+
+    @property
+    def refused(self) -> bool:
+        """The broker failed every message of its latest report (none acknowledged since)."""
+        with self._changed:
+            return self._refused
 
     @property
     def count(self) -> int:

@@ -54,6 +54,10 @@ class ShardPublisher:
             )
         return len(failed)
 
+    def refused(self) -> bool:
+        """The broker failed every message it reported on last: none acknowledged since."""
+        return self._unacknowledged.refused
+
     def settle(self, timeout: float, *, epoch: int | None) -> None:
         """Before the shard goes: wait for the broker's reports, release what failed."""
         if not self._unacknowledged.wait_below(1, timeout):

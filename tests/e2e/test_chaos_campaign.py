@@ -30,6 +30,7 @@ NEEDS = firewall.available() or disk.available() or clock_skew.available()
 FAULTS = [
     "restart shard db",
     "cut scheduler-0 from zookeeper",
+    "cut scheduler-0 from broker",
     "cut api from shard db",
     "skew executor-0 +3s",
     "fill shard db disk",

@@ -16,6 +16,7 @@ import pytest
 from django.utils import timezone
 
 from scheduler_worker.dispatch_config import DispatchConfig
+from scheduler_worker.errors import MessagesNotAcknowledged
 from scheduler_worker.in_flight import RECOUNT_INTERVAL
 from scheduler_worker.shard_rounds import ShardRounds, round_quotas
 from scheduler_worker.shard_store import ClaimedJob
@@ -264,3 +265,31 @@ def test_without_known_partitions_each_job_goes_to_its_key_s():
     shard.add(1, 5)
     rounds_of(shard, producer=producer).dispatch_round()
     assert producer.sent == [(1, None)] * 5
+
+
+class CutOffProducer(RecordingProducer):
+    """A broker that fails every message while ``cut``, and takes them otherwise."""
+
+    cut = True
+
+    def send(self, topic, messages, *, on_done, timeout, partitions=None) -> None:
+        on_done(list(range(len(messages))) if self.cut else [])
+
+
+def test_the_broker_refuses_until_it_takes_a_message_again():
+    shard = InMemoryShard()
+    producer = CutOffProducer()
+    shard.add(1, 10)
+    rounds = rounds_of(shard, producer=producer)
+    assert not rounds.publisher.refused()
+
+    rounds.dispatch_round()
+    assert rounds.publisher.refused()  # a round that sent messages is not one that worked
+    with pytest.raises(MessagesNotAcknowledged):
+        rounds.dispatch_round()  # the failed jobs are due again
+    assert rounds.publisher.refused()
+
+    producer.cut = False
+    shard.add(2, 10)
+    assert rounds.dispatch_round() == 10
+    assert not rounds.publisher.refused()
