@@ -230,7 +230,7 @@ class ShardDispatcher:
             self._round_failed()
             self._stopped.wait(_ERROR_BACKOFF_SECONDS)
             return 0
-        if self.rounds.publisher.refused():
+        if self.rounds.broker_refused():
             # Its messages went out, but the broker failed the last ones and acknowledged
             # none since: not a round that worked. Counted as one, the rounds between two
             # failed reports would end every run of failures before the step-back's.

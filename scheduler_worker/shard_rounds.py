@@ -109,6 +109,11 @@ class ShardRounds:
         """Before the shard goes: wait for the broker's reports, release what failed."""
         self.publisher.settle(timeout, epoch=self.epoch)
 
+    def broker_refused(self) -> bool:
+        """True while the broker failed every message of its latest report: the rounds
+        send, but none of them worked (see ``Unacknowledged.refused``)."""
+        return self.publisher.refused()
+
     def forget(self) -> None:
         """The shard is gone from this worker: its fairness gauges go too."""
         self._backlogged.forget()

@@ -281,15 +281,15 @@ def test_the_broker_refuses_until_it_takes_a_message_again():
     producer = CutOffProducer()
     shard.add(1, 10)
     rounds = rounds_of(shard, producer=producer)
-    assert not rounds.publisher.refused()
+    assert not rounds.broker_refused()
 
     rounds.dispatch_round()
-    assert rounds.publisher.refused()  # a round that sent messages is not one that worked
+    assert rounds.broker_refused()  # a round that sent messages is not one that worked
     with pytest.raises(MessagesNotAcknowledged):
         rounds.dispatch_round()  # the failed jobs are due again
-    assert rounds.publisher.refused()
+    assert rounds.broker_refused()
 
     producer.cut = False
     shard.add(2, 10)
     assert rounds.dispatch_round() == 10
-    assert not rounds.publisher.refused()
+    assert not rounds.broker_refused()
