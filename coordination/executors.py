@@ -24,9 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
 import socket
-import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -38,21 +36,17 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
 )
-from kazoo.interfaces import IAsyncResult
-from kazoo.protocol.states import KazooState, WatchedEvent
+from kazoo.protocol.states import KazooState
 
 from .paths import DEFAULT_ROOT, ZnodePaths
-from .requests import LINK_ERRORS, LinkDown, wait_for
+from .recipe_thread import SYNC, RecipeThread
+from .requests import LINK_ERRORS, LinkDown
 
 logger = logging.getLogger(__name__)
 
 RETRY_DELAY = 1.0  # seconds before retrying a write that failed with the connection up
 NOT_CONNECTED_WARNING = 10.0  # seconds without a connection before a warning is logged
-STOP_TIMEOUT = 5.0  # seconds stop() waits for the node to be deleted
 PEERS_INTERVAL = 1.0  # seconds between reads of the other executors' records
-
-_SYNC = "SYNC"  # queue item: the partitions changed, or our node did; write what is due
-_STOP = "STOP"  # queue item: stop() was called
 
 
 @dataclass(frozen=True)
@@ -99,13 +93,13 @@ class ExecutorRecord:
         )
 
 
-class ExecutorRegistration:
+class ExecutorRegistration(RecipeThread):
     """Keeps this executor's node in ZooKeeper for as long as it runs.
 
-    Threading: ``start()`` adds a kazoo state listener and starts one thread. The listener,
-    the node's watch and ``partitions_changed`` (called on the executor's consumer thread)
-    only put an item on a queue; every ZooKeeper request runs on the registration's thread.
-    ``stop()`` is idempotent and may be called from any thread.
+    Threading (``coordination.recipe_thread``): the kazoo state listener, the node's watch
+    and ``partitions_changed`` (called on the executor's consumer thread) only put an item
+    on a queue; every ZooKeeper request runs on the registration's thread. ``stop()``
+    deletes the node; it is idempotent and may be called from any thread.
 
     State transitions (kazoo connection state -> what the registration does):
 
@@ -128,6 +122,8 @@ class ExecutorRegistration:
     A request that fails with the connection up is retried after ``RETRY_DELAY`` seconds.
     """
 
+    stop_timeout = 5.0  # seconds stop() waits for the node to be deleted
+
     def __init__(
         self,
         client: KazooClient,
@@ -140,22 +136,19 @@ class ExecutorRegistration:
     ) -> None:
         """``peers_interval``: seconds between reads of the other executors' records
         (``peers``), on the registration's thread while connected."""
-        self._client = client
+        path = ZnodePaths(root).executor(worker_id)  # validates worker_id
+        super().__init__(client, thread_name=f"executor-registration-{worker_id}")
         self._worker_id = worker_id
-        self._path = ZnodePaths(root).executor(worker_id)  # validates worker_id
+        self._path = path
         self._root = root
         self._host = host if host is not None else socket.gethostname()
         self._pid = pid if pid is not None else os.getpid()
         self._started = datetime.now(UTC).isoformat(timespec="seconds")
 
-        # Shared with other threads: they put on the queue (a SimpleQueue, whose put() is
-        # safe in signal handlers) or replace the partitions (a frozenset) whole.
-        self._events: queue.SimpleQueue[str] = queue.SimpleQueue()
+        # Shared with other threads: they put on the queue or replace these whole.
         self._partitions: frozenset[int] = frozenset()
         self._reachable: frozenset[int] = frozenset()
         self._peers: tuple[float, list[ExecutorRecord]] | None = None
-        self._stop_requested = False
-        self._thread: threading.Thread | None = None
         self._registered_view = False
 
         # Registration-thread state.
@@ -190,30 +183,21 @@ class ExecutorRegistration:
 
     def start(self) -> None:
         """Begin registering in the background; returns at once."""
-        if self._thread is not None:
-            raise RuntimeError("an ExecutorRegistration can be started only once")
-        self._thread = threading.Thread(
-            target=self._run, name=f"executor-registration-{self._worker_id}", daemon=True
-        )
         self._warn_at = time.monotonic() + NOT_CONNECTED_WARNING
-        self._client.add_listener(self._on_state)
-        # The listener reports changes only; queue the current state too (twice is harmless).
-        if self._client.state == KazooState.CONNECTED:
-            self._events.put(KazooState.CONNECTED)
-        self._thread.start()
+        super().start()
 
     def partitions_changed(self, partitions: Iterable[int]) -> None:
         """The consumer group assigned this executor ``partitions`` (all of them); never
         blocks: the node is written on the registration's thread."""
         self._partitions = frozenset(partitions)
-        self._events.put(_SYNC)
+        self._queue_sync()
 
     def shards_reachable(self, shards: Iterable[int]) -> None:
         """The shards this executor reached lately (see ``ExecutorWorker``); never blocks."""
         reachable = frozenset(shards)
         if reachable != self._reachable:
             self._reachable = reachable
-            self._events.put(_SYNC)
+            self._queue_sync()
 
     def peers(self) -> tuple[float, list[ExecutorRecord]] | None:
         """The other executors' records as last read, with when (``time.monotonic()``);
@@ -221,53 +205,14 @@ class ExecutorRegistration:
         however busy the executor's own thread is."""
         return self._peers
 
-    def stop(self, timeout: float | None = STOP_TIMEOUT) -> bool:
-        """Delete the node and end the thread; True once the thread has finished."""
-        self._stop_requested = True
-        self._events.put(_STOP)
-        thread = self._thread
-        if thread is None or thread is threading.current_thread():
-            return thread is None
-        thread.join(timeout)
-        return not thread.is_alive()
-
-    # -- kazoo threads: never block ------------------------------------------------------
-
-    def _on_state(self, state: str) -> None:
-        self._events.put(state)
-
-    def _on_watch(self, event: WatchedEvent) -> None:
-        self._events.put(_SYNC)
-
     # -- the registration thread -----------------------------------------------------------
 
-    def _run(self) -> None:
-        try:
-            while not self._stop_requested:
-                for item in self._next_items():
-                    self._handle(item)
-                if self._stop_requested:
-                    break
-                self._warn_if_long_disconnected()
-                if self._connected and (self._sync_due or self._retry_elapsed()):
-                    self._sync()
-                if self._connected and time.monotonic() >= self._next_peers_read:
-                    self._read_peers()
-        except Exception:
-            logger.exception("executor registration thread failed", extra=self._log_extra())
-        finally:
-            self._shutdown()
-
-    def _next_items(self) -> list[str]:
-        try:
-            items = [self._events.get(timeout=self._idle_timeout())]
-        except queue.Empty:
-            return []
-        while True:
-            try:
-                items.append(self._events.get_nowait())
-            except queue.Empty:
-                return items
+    def _step(self) -> None:
+        self._warn_if_long_disconnected()
+        if self._connected and (self._sync_due or self._retry_elapsed()):
+            self._sync()
+        if self._connected and time.monotonic() >= self._next_peers_read:
+            self._read_peers()
 
     def _idle_timeout(self) -> float | None:
         now = time.monotonic()
@@ -281,9 +226,7 @@ class ExecutorRegistration:
         return max(0.0, wake_at - now)
 
     def _handle(self, item: str) -> None:
-        if item == _STOP:
-            self._stop_requested = True
-        elif item == _SYNC:
+        if item == SYNC:
             self._sync_due = True
         elif item == KazooState.SUSPENDED:
             if self._connected:
@@ -402,9 +345,6 @@ class ExecutorRegistration:
         others = [record for record in records if record.worker_id != self._worker_id]
         self._peers = (time.monotonic(), others)
 
-    def _zk(self, request: IAsyncResult):
-        return wait_for(self._client, request)
-
     def _shutdown(self) -> None:
         # Delete the node only if this session holds it: another process with the same id
         # may have registered meanwhile. Without a connection it goes when the caller stops
@@ -423,7 +363,6 @@ class ExecutorRegistration:
                 extra=self._log_extra(),
             )
         self._registered_view = False
-        self._client.remove_listener(self._on_state)
         logger.info("executor registration stopped", extra=self._log_extra(action="stop"))
 
     def _log_extra(self, action: str | None = None) -> dict:

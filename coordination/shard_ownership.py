@@ -35,9 +35,7 @@ import contextlib
 import json
 import logging
 import os
-import queue
 import socket
-import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -48,35 +46,31 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
 )
-from kazoo.interfaces import IAsyncResult
-from kazoo.protocol.states import KazooState, WatchedEvent
+from kazoo.protocol.states import KazooState
 
 from .assignment import assign_shards
 from .paths import DEFAULT_ROOT, ZnodePaths
-from .requests import LINK_ERRORS, LinkDown, wait_for
+from .recipe_thread import SYNC, RecipeThread
+from .requests import LINK_ERRORS, LinkDown
 
 logger = logging.getLogger(__name__)
 
 RETRY_DELAY = 1.0  # seconds before retrying a sync that failed with the connection still up
 RESYNC_INTERVAL = 30.0  # seconds between full re-reads when no watch fired (a safety net)
-STOP_TIMEOUT = 10.0  # seconds stop() waits for the recipe thread to release and exit
 # Seconds of SUSPENDED after which the session is given up (see _give_up_session). Well
 # above the session timeouts used here (4-5 s), so the server has expired it by then.
 SUSPENDED_LIMIT = 30.0
 
-_SYNC = "SYNC"  # queue item: something watched changed; re-read and converge
-_STOP = "STOP"  # queue item: stop() was called
 
-
-class ShardOwnership:
+class ShardOwnership(RecipeThread):
     """Owns this worker's share of the shards for as long as its ZooKeeper session lives.
 
-    Threading: `start()` adds a kazoo state listener and starts one recipe thread. The
-    listener and the watch callbacks run on kazoo's threads and only put an item on a queue;
-    every ZooKeeper request and every callback into the worker (`on_acquired`,
-    `on_released`, `on_suspended`, `on_resumed`) runs on the recipe thread, one at a time,
-    in order. Callbacks should return quickly: a SUSPENDED that arrives meanwhile is handled
-    when the running callback returns. A callback that raises is logged; an `on_acquired`
+    Threading (`coordination.recipe_thread`): the kazoo state listener and the watch
+    callbacks run on kazoo's threads and only put an item on a queue; every ZooKeeper
+    request and every callback into the worker (`on_acquired`, `on_released`,
+    `on_suspended`, `on_resumed`) runs on the recipe thread, one at a time, in order.
+    Callbacks should return quickly: a SUSPENDED that arrives meanwhile is handled when the
+    running callback returns. A callback that raises is logged; an `on_acquired`
     that raises means "not acquired": the node is deleted and acquisition retried.
     `owned()` may be called from any thread. `stop()` is idempotent and may be called from
     a signal handler or from a callback.
@@ -124,10 +118,12 @@ class ShardOwnership:
     ) -> None:
         if suspended_limit <= 0:
             raise ValueError("suspended_limit must be positive")
-        self._client = client
+        paths = ZnodePaths(root)
+        member_path = paths.member(worker_id)  # validates worker_id
+        super().__init__(client, thread_name=f"shard-ownership-{worker_id}")
         self._suspended_limit = suspended_limit
-        self._paths = ZnodePaths(root)
-        self._member_path = self._paths.member(worker_id)  # validates worker_id
+        self._paths = paths
+        self._member_path = member_path
         self._worker_id = worker_id
         self._shard_ids = tuple(sorted(set(shard_ids)))
         self._on_acquired = on_acquired
@@ -138,12 +134,8 @@ class ShardOwnership:
             {"host": socket.gethostname(), "pid": os.getpid(), "started": _utc_now()}
         ).encode()
 
-        # Shared with other threads: kazoo's threads and stop() only put on the queue (a
-        # SimpleQueue, whose put() is safe in signal handlers) or set a flag; owned() reads
-        # a frozenset the recipe thread replaces whole.
-        self._events: queue.SimpleQueue[str] = queue.SimpleQueue()
-        self._stop_requested = False
-        self._thread: threading.Thread | None = None
+        # Shared with other threads: owned() and members() read frozensets the recipe
+        # thread replaces whole.
         self._owned_view: frozenset[int] = frozenset()
         self._members_view: frozenset[str] = frozenset()
 
@@ -158,30 +150,6 @@ class ShardOwnership:
         self._retry_at: float | None = None
         self._give_up_at: float | None = None  # while disconnected with the session kept
 
-    def start(self) -> None:
-        """Register this worker and begin acquiring its shards in the background."""
-        if self._thread is not None:
-            raise RuntimeError("a ShardOwnership can be started only once")
-        self._thread = threading.Thread(
-            target=self._run, name=f"shard-ownership-{self._worker_id}", daemon=True
-        )
-        self._client.add_listener(self._on_state)
-        # The listener reports changes only; queue the current state too. If it changes in
-        # between, CONNECTED is queued twice, which is harmless.
-        if self._client.state == KazooState.CONNECTED:
-            self._events.put(KazooState.CONNECTED)
-        self._thread.start()
-
-    def stop(self, timeout: float | None = STOP_TIMEOUT) -> bool:
-        """Release every shard and leave; True once the recipe thread has finished."""
-        self._stop_requested = True
-        self._events.put(_STOP)
-        thread = self._thread
-        if thread is None or thread is threading.current_thread():
-            return thread is None
-        thread.join(timeout)
-        return not thread.is_alive()
-
     def owned(self) -> frozenset[int]:
         """The shards this worker owns now (acquired and not yet released)."""
         return self._owned_view
@@ -190,44 +158,16 @@ class ShardOwnership:
         """The workers in the member list as last read (this one included, once registered)."""
         return self._members_view
 
-    # -- kazoo threads: never block, never touch recipe state ---------------------------
-
-    def _on_state(self, state: str) -> None:
-        self._events.put(state)
-
-    def _on_watch(self, event: WatchedEvent) -> None:
-        self._events.put(_SYNC)
-
     # -- the recipe thread ----------------------------------------------------------------
 
-    def _run(self) -> None:
-        try:
-            while not self._stop_requested:
-                for item in self._next_items():
-                    self._handle(item)
-                if self._stop_requested:
-                    break
-                if self._give_up_at is not None and time.monotonic() >= self._give_up_at:
-                    self._give_up_session()
-                if self._connected and (self._sync_due or self._retry_elapsed()):
-                    self._sync()
-        except Exception:
-            logger.exception("shard ownership thread failed", extra=self._log_extra())
-        finally:
-            self._shutdown()
+    def _step(self) -> None:
+        if self._give_up_at is not None and time.monotonic() >= self._give_up_at:
+            self._give_up_session()
+        if self._connected and (self._sync_due or self._retry_elapsed()):
+            self._sync()
 
-    def _next_items(self) -> list[str]:
-        """Block until something happens (or a retry or resync is due), then drain."""
-        try:
-            items = [self._events.get(timeout=self._idle_timeout())]
-        except queue.Empty:
-            self._sync_due = True
-            return []
-        while True:
-            try:
-                items.append(self._events.get_nowait())
-            except queue.Empty:
-                return items
+    def _on_idle(self) -> None:
+        self._sync_due = True  # a retry or the resync is due
 
     def _idle_timeout(self) -> float:
         if not self._connected:
@@ -241,9 +181,7 @@ class ShardOwnership:
         return RESYNC_INTERVAL
 
     def _handle(self, item: str) -> None:
-        if item == _STOP:
-            self._stop_requested = True
-        elif item == _SYNC:
+        if item == SYNC:
             self._sync_due = True
         elif item == KazooState.SUSPENDED:
             self._suspend()
@@ -448,9 +386,6 @@ class ShardOwnership:
         with contextlib.suppress(NoNodeError):  # gone meanwhile: what we wanted
             self._zk(self._client.delete_async(path, version=stat.version))
 
-    def _zk(self, request: IAsyncResult):
-        return wait_for(self._client, request)
-
     def _shutdown(self) -> None:
         # 1. Tell the worker first, so it stops dispatching before anyone else can own a
         #    shard (their create succeeds only after our delete in step 2).
@@ -466,8 +401,6 @@ class ShardOwnership:
                 self._delete_if_ours(self._member_path)
         except (LinkDown, *LINK_ERRORS, KazooException):
             logger.warning("could not delete nodes on stop", exc_info=True, extra=self._log_extra())
-        # 3. Stop listening; later watch events land in a queue nobody reads.
-        self._client.remove_listener(self._on_state)
         logger.info("shard ownership stopped", extra=self._log_extra(action="stop"))
 
     def _release_for_shutdown(self, shard_id: int) -> None:
