@@ -112,18 +112,7 @@ class Recorder:
                 if self._idle_limit:  # idle while the letters go out
                     store.allow_idle(self._idle_limit + self._publish_timeout)
                 changed = store.fail([outcome for _, outcome in finals])
-                now = timezone.now()
-                letters = [
-                    DeadLetter.final(
-                        outcome.attempt,
-                        shard_id=shard_id,
-                        attempt=outcome.attempt.attempt,
-                        error=outcome.error,
-                        failed_at=now,
-                    )
-                    for _, outcome in finals
-                    if (outcome.attempt.job_id, outcome.attempt.attempt) in changed
-                ]
+                letters = _dead_letters(shard_id, finals, changed)
                 if not dead_letters_publish(
                     producer=self._producer,
                     topic=self.topic,
@@ -156,6 +145,24 @@ class Recorder:
                 )
                 metrics.JOBS_PROCESSED.labels("dropped").inc()
         return [job for job, _ in finals]
+
+
+def _dead_letters(
+    shard_id: int, finals: list[_Result], changed: set[tuple[str, int]]
+) -> list[DeadLetter]:
+    """The dead letters of the final failures whose attempts ``changed`` (were failed now)."""
+    now = timezone.now()
+    return [
+        DeadLetter.final(
+            outcome.attempt,
+            shard_id=shard_id,
+            attempt=outcome.attempt.attempt,
+            error=outcome.error,
+            failed_at=now,
+        )
+        for _, outcome in finals
+        if (outcome.attempt.job_id, outcome.attempt.attempt) in changed
+    ]
 
 
 def _is_final(outcome: Outcome) -> bool:

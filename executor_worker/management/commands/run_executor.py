@@ -50,15 +50,7 @@ class Command(BaseCommand):
             require_durable_topics(bootstrap=settings.KAFKA_BOOTSTRAP)
         except TopicsTooWeak as exc:
             raise CommandError(f"Kafka topics weaker than configured: {exc}") from exc
-        publish_timeout_ms = round(settings.EXECUTOR_PUBLISH_TIMEOUT * 1000)
-        producer = RenewingProducer(
-            lambda: BatchProducer(
-                bootstrap=settings.KAFKA_BOOTSTRAP,
-                client_id=f"executor-{worker_id}",
-                config={"message.timeout.ms": publish_timeout_ms},
-            ),
-            close_timeout=settings.EXECUTOR_PUBLISH_TIMEOUT,
-        )
+        producer = _producer(worker_id)
         try:
             registry = registry_from_settings(producer=producer)
         except HandlerConfigError as exc:
@@ -70,25 +62,7 @@ class Command(BaseCommand):
         worker = ExecutorWorker(
             worker_id=worker_id,
             bootstrap=settings.KAFKA_BOOTSTRAP,
-            config=ExecutorConfig(
-                topic=settings.KAFKA_JOBS_TOPIC,
-                dead_letter_topic=settings.KAFKA_DEAD_LETTER_TOPIC,
-                group_id=settings.EXECUTOR_GROUP_ID,
-                batch_size=settings.EXECUTOR_BATCH_SIZE,
-                concurrency=options["concurrency"],
-                max_in_flight=settings.EXECUTOR_MAX_IN_FLIGHT,
-                read_ahead=settings.EXECUTOR_READ_AHEAD,
-                claim_batch=settings.EXECUTOR_CLAIM_BATCH,
-                max_uncommitted=settings.EXECUTOR_MAX_UNCOMMITTED_PER_PARTITION,
-                lease_seconds=settings.EXECUTOR_LEASE_SECONDS,
-                max_clock_offset=settings.EXECUTOR_MAX_CLOCK_OFFSET,
-                step_back_after=settings.EXECUTOR_STEP_BACK_AFTER,
-                step_back_seconds=settings.EXECUTOR_STEP_BACK,
-                drain_timeout=settings.EXECUTOR_DRAIN_TIMEOUT,
-                publish_timeout=settings.EXECUTOR_PUBLISH_TIMEOUT,
-                idle_transaction_limit=settings.DB_IDLE_IN_TRANSACTION_TIMEOUT,
-                unhealthy_after=settings.EXECUTOR_UNHEALTHY_AFTER,
-            ),
+            config=_config(concurrency=options["concurrency"]),
             runner=AttemptRunner(
                 registry=registry,
                 retry_base_delay=settings.RETRY_BASE_DELAY,
@@ -115,3 +89,38 @@ class Command(BaseCommand):
             # the session (which would take the node with it anyway).
             registration.stop()
             disconnect(zookeeper)
+
+
+def _producer(worker_id: str) -> RenewingProducer:
+    """What the executor publishes through: dead letters, and the kafka handler's messages."""
+    publish_timeout_ms = round(settings.EXECUTOR_PUBLISH_TIMEOUT * 1000)
+    return RenewingProducer(
+        lambda: BatchProducer(
+            bootstrap=settings.KAFKA_BOOTSTRAP,
+            client_id=f"executor-{worker_id}",
+            config={"message.timeout.ms": publish_timeout_ms},
+        ),
+        close_timeout=settings.EXECUTOR_PUBLISH_TIMEOUT,
+    )
+
+
+def _config(*, concurrency: int) -> ExecutorConfig:
+    return ExecutorConfig(
+        topic=settings.KAFKA_JOBS_TOPIC,
+        dead_letter_topic=settings.KAFKA_DEAD_LETTER_TOPIC,
+        group_id=settings.EXECUTOR_GROUP_ID,
+        batch_size=settings.EXECUTOR_BATCH_SIZE,
+        concurrency=concurrency,
+        max_in_flight=settings.EXECUTOR_MAX_IN_FLIGHT,
+        read_ahead=settings.EXECUTOR_READ_AHEAD,
+        claim_batch=settings.EXECUTOR_CLAIM_BATCH,
+        max_uncommitted=settings.EXECUTOR_MAX_UNCOMMITTED_PER_PARTITION,
+        lease_seconds=settings.EXECUTOR_LEASE_SECONDS,
+        max_clock_offset=settings.EXECUTOR_MAX_CLOCK_OFFSET,
+        step_back_after=settings.EXECUTOR_STEP_BACK_AFTER,
+        step_back_seconds=settings.EXECUTOR_STEP_BACK,
+        drain_timeout=settings.EXECUTOR_DRAIN_TIMEOUT,
+        publish_timeout=settings.EXECUTOR_PUBLISH_TIMEOUT,
+        idle_transaction_limit=settings.DB_IDLE_IN_TRANSACTION_TIMEOUT,
+        unhealthy_after=settings.EXECUTOR_UNHEALTHY_AFTER,
+    )
