@@ -46,6 +46,9 @@ class Outcome:
     # kept in the attempt's history: an HTTP status and an excerpt of the answer's body.
     http_status: int | None = None
     response_excerpt: str | None = None
+    # False: the handler did nothing (NotStarted). The job is due again after retry_delay,
+    # and the attempt is not counted: no history, no error, the same number next time.
+    started: bool = True
 
     @property
     def history_outcome(self) -> str:
@@ -149,10 +152,20 @@ class ClaimStore:
         The executor records final failures through ``fail`` instead, in the transaction
         that publishes their dead letters.
         """
-        succeeded = [o for o in outcomes if o.succeeded]
-        retried = [o for o in outcomes if not o.succeeded and o.retry_delay is not None]
-        failed = [o for o in outcomes if not o.succeeded and o.retry_delay is None]
+        not_started = [o for o in outcomes if not o.started]
+        started = [o for o in outcomes if o.started]
+        succeeded = [o for o in started if o.succeeded]
+        retried = [o for o in started if not o.succeeded and o.retry_delay is not None]
+        failed = [o for o in started if not o.succeeded and o.retry_delay is None]
         with transaction.atomic(using=self.alias), connections[self.alias].cursor() as cursor:
+            if not_started:
+                cursor.execute(
+                    queries.NOT_STARTED,
+                    {
+                        **_keys(o.attempt for o in not_started),
+                        "delays": [o.retry_delay for o in not_started],
+                    },
+                )
             if succeeded:
                 cursor.execute(queries.SUCCEED, _keys(o.attempt for o in succeeded))
                 _record_history(cursor, succeeded, status=JobStatus.SUCCEEDED.value)

@@ -9,7 +9,8 @@ _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 3
 
 JOBS_PROCESSED = Counter(
     "jobsvc_jobs_processed",
-    "Messages handled, by outcome (dropped: duplicate, stale or cancelled)",
+    "Messages handled, by outcome (dropped: duplicate, stale or cancelled; not_started: "
+    "the handler could not begin, the job is due again)",
     ["outcome"],
 )
 JOB_LATENCY = Histogram(

@@ -107,6 +107,22 @@ RETRY = f"""
      WHERE jobs.id = d.job_id AND jobs.status = {RUNNING} AND jobs.attempts = d.attempt
 """
 
+# Attempts whose handler did nothing (NotStarted): the job is due again after the delay,
+# as if the attempt had never been claimed. started_at goes back to the previous attempt's
+# start (none for the first). The attempt number is used again by the next dispatch; a
+# stale message of this one names the old due time, which no longer matches.
+NOT_STARTED = f"""
+    UPDATE jobs
+       SET status = {SCHEDULED}, attempts = jobs.attempts - 1,
+           due_at = now() + make_interval(secs => d.delay), updated_at = now(),
+           lease_expires_at = NULL,
+           started_at = (SELECT a.started_at FROM jobs_attempt a
+                          WHERE a.job_id = jobs.id AND a.attempt = jobs.attempts - 1)
+      FROM unnest(%(job_ids)s::text[], %(attempts)s::int[], %(delays)s::float8[])
+           AS d(job_id, attempt, delay)
+     WHERE jobs.id = d.job_id AND jobs.status = {RUNNING} AND jobs.attempts = d.attempt
+"""
+
 # Final failures: RETURNING names the attempts this statement failed, so a dead letter is
 # sent for those only (an attempt the sweeper already took back, or failed itself, is not
 # this executor's to dead-letter).

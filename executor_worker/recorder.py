@@ -172,6 +172,9 @@ def _is_final(outcome: Outcome) -> bool:
 def observe_finished(outcome: Outcome) -> None:
     """Count a recorded outcome; a final one also gives the job's latency."""
     attempt = outcome.attempt
+    if not outcome.started:
+        metrics.JOBS_PROCESSED.labels("not_started").inc()
+        return
     if outcome.succeeded:
         metrics.JOBS_PROCESSED.labels("succeeded").inc()
     elif outcome.retry_delay is not None:

@@ -12,6 +12,7 @@ from executor_worker.retry_policy import RetryPolicy
 from jobsvc.handlers.base import HandlerResult, JobContext
 from jobsvc.handlers.errors import (
     HandlerTimeout,
+    NotStarted,
     PermanentError,
     RetryableError,
     UnknownHandler,
@@ -75,11 +76,27 @@ class AttemptRunner:
         try:
             handler = self.registry.get(attempt.handler)
             result = handler.handle(self.context(attempt, started=started))
+        except NotStarted as exc:
+            return self.not_started(attempt, exc)
         except Exception as exc:
             return self.failed(attempt, exc)
         finally:
             ATTEMPT_DURATION.labels(attempt.handler).observe(self.clock() - began)
         return Outcome(attempt=attempt, succeeded=True, **self._reported(result))
+
+    def not_started(self, attempt: Attempt, error: NotStarted) -> Outcome:
+        """The handler did nothing: the job is due again after the backoff its attempt
+        would have had, with the attempt not counted (``jobsvc.handlers.errors``)."""
+        delay = self._policy(attempt).next_delay(attempt.attempt)
+        logger.warning(
+            "job %s: attempt %d did not start, due again in %.1f s: %s",
+            attempt.job_id,
+            attempt.attempt,
+            delay,
+            error,
+            extra={"job_id": attempt.job_id, "action": "not_started"},
+        )
+        return Outcome(attempt=attempt, succeeded=False, retry_delay=delay, started=False)
 
     def failed(self, attempt: Attempt, error: BaseException) -> Outcome:
         """The outcome of a failed attempt: a retry after a backoff, or the end."""
@@ -88,11 +105,7 @@ class AttemptRunner:
             "timed_out": isinstance(error, HandlerTimeout),
             **self._reported(getattr(error, "result", None)),
         }
-        policy = RetryPolicy(
-            max_attempts=attempt.max_attempts,
-            base_delay=self.retry_base_delay,
-            max_delay=self.retry_max_delay,
-        )
+        policy = self._policy(attempt)
         if not policy.should_retry(attempt.attempt, error):
             level = logging.INFO if isinstance(error, PermanentError) else logging.WARNING
             logger.log(
@@ -111,6 +124,13 @@ class AttemptRunner:
         if isinstance(error, RetryableError) and retry_after is not None:
             delay = min(max(delay, retry_after), self.retry_max_delay)
         return Outcome(attempt=attempt, succeeded=False, error=text, retry_delay=delay, **reported)
+
+    def _policy(self, attempt: Attempt) -> RetryPolicy:
+        return RetryPolicy(
+            max_attempts=attempt.max_attempts,
+            base_delay=self.retry_base_delay,
+            max_delay=self.retry_max_delay,
+        )
 
     def _reported(self, result: object) -> dict[str, object]:
         """What a handler's ``HandlerResult`` said, as the attempt's history keeps it: a

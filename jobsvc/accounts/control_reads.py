@@ -12,7 +12,9 @@ attempts. So ``cached_read``:
   grants and secrets of a moment ago are the right ones to keep delivering with), and
   keeps it for another USER_HANDLER_CACHE_SECONDS: one read per user and period, not one
   per delivery, may wait for a connect timeout on a cut network;
-- raises the error only for a user it never read, which fails that attempt (retried later).
+- raises the error only for a user it never read. The executors' handlers read through
+  ``before_start``, which makes that error ``NotStarted``: the job did not start, and is
+  due again without spending an attempt. (The API's reads answer 503 instead.)
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from django.conf import settings
 from django.db import DatabaseError, connections
 
 from jobsvc.accounts.authentication import ExpiringCache
+from jobsvc.handlers.errors import NotStarted
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +48,19 @@ def cached_read(cache: ExpiringCache, key: Hashable, load: Callable[[], T]) -> T
         logger.warning("control database unreachable, using %r as last read: %s", key, exc)
     cache.put(key, value, expires_at=cache.now() + settings.USER_HANDLER_CACHE_SECONDS)
     return value
+
+
+def before_start(read: Callable[[int], T]) -> Callable[[int], T]:
+    """``read`` (of a user's id) for a handler about to run a job: a control database it
+    cannot reach means the job did not start (``NotStarted``), not that the job failed."""
+
+    def read_before_start(user_id: int) -> T:
+        try:
+            return read(user_id)
+        except DatabaseError as exc:
+            raise NotStarted(f"the control database is out of reach: {exc}") from exc
+
+    return read_before_start
 
 
 def _load_reconnecting(load: Callable[[], T]) -> T:

@@ -6,13 +6,19 @@ HandlerError
 ├── PermanentError          never retry; the job fails (and goes to the dead-letter topic)
 │   └── InvalidHandlerParams    the job's handler_params are not acceptable (a ValueError)
 ├── UnknownHandler          no handler of that name is configured (a LookupError)
-└── HandlerConfigError      the handlers are misconfigured in this process
+├── HandlerConfigError      the handlers are misconfigured in this process
+└── NotStarted              the handler could not begin: nothing happened, no attempt spent
 
 Any exception that is not a ``HandlerError`` counts as retryable: a handler's bug or an
 unexpected library error should not lose a job whose next attempt may well succeed, and
 ``max_attempts`` bounds the cost. ``UnknownHandler`` and ``HandlerConfigError`` raised
 while running a job are retryable for the same reason: during a rolling deploy one
 executor may not know a handler yet that another already runs.
+
+``NotStarted`` is the executor's trouble, not the job's: what the handler reads before
+it does anything (the owner's signing secrets, its topic grants) is out of reach for now.
+The job is due again after a backoff with its attempt count unchanged, and the attempt
+leaves no history: the user's ``max_attempts`` is for the job's own failures.
 
 ``InvalidHandlerParams`` and ``UnknownHandler`` carry the request ``field`` they concern
 (``handler_params`` or ``handler``), so the API can report them per field.
@@ -83,3 +89,7 @@ class UnknownHandler(HandlerError, LookupError):
 
 class HandlerConfigError(HandlerError):
     """The handler configuration of this process is unusable (a bad path or argument)."""
+
+
+class NotStarted(HandlerError):
+    """The handler could not begin, and did nothing: the attempt does not count."""

@@ -28,13 +28,17 @@ def reserved_kafka_topics() -> frozenset[str]:
 def registry_from_settings(
     *, producer: Any | None = None, resolver: Any | None = None
 ) -> HandlerRegistry:
-    """Every configured handler; the executor passes the producer the kafka handler uses,
-    the API a resolver that keeps to each request's budget (``resolution``)."""
+    """Every configured handler. The executor passes the producer the kafka handler uses:
+    its registry runs jobs, so a per-user read the control database cannot answer means
+    the job did not start (``control_reads.before_start``). The API passes a resolver that
+    keeps to each request's budget (``resolution``); there such a read answers 503."""
+    from jobsvc.accounts.control_reads import before_start
     from jobsvc.accounts.kafka_topics import kafka_topics_of
     from jobsvc.accounts.webhook_secrets import signing_secrets_of
 
+    runs_jobs = producer is not None
     http: dict[str, Any] = {
-        "signing_secrets": signing_secrets_of,
+        "signing_secrets": before_start(signing_secrets_of) if runs_jobs else signing_secrets_of,
         "allowed_hosts": settings.HTTP_HANDLER_ALLOWED_HOSTS,
         "allow_private_addresses": settings.HTTP_HANDLER_ALLOW_PRIVATE_ADDRESSES,
         "max_timeout": settings.HTTP_HANDLER_MAX_TIMEOUT,
@@ -46,7 +50,7 @@ def registry_from_settings(
         "http": http,
         "kafka": {
             "allowed_topics": settings.KAFKA_HANDLER_ALLOWED_TOPICS,
-            "topics_of": kafka_topics_of,
+            "topics_of": before_start(kafka_topics_of) if runs_jobs else kafka_topics_of,
             "reserved_topics": reserved_kafka_topics(),
             "producer": producer,
             "max_timeout": settings.KAFKA_HANDLER_MAX_TIMEOUT,

@@ -4,7 +4,8 @@ A shard taken offline refuses every new connection (``ALLOW_CONNECTIONS false``)
 loses the ones it had (``pg_terminate_backend``), as a shard server that went down or a
 network partition does; it comes back on leaving the context. One connection can be ended
 alone (``terminate_connection``). A worker can be given its own address of a shard: one where
-nothing listens (``shard_nowhere``), or a proxy the test cuts and restores (``shard_through``).
+nothing listens (``shard_nowhere``), or a proxy the test cuts and restores (``shard_through``);
+or of the control database, where nothing listens (``control_nowhere``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ def shard_at(shard: int, url: str) -> dict[str, str]:
 def shard_nowhere(shard: int) -> dict[str, str]:
     """A worker's environment in which ``shard`` is at an address where nothing listens."""
     return shard_at(shard, f"postgresql://jobsvc@127.0.0.1:{free_port()}/nowhere")
+
+
+def control_nowhere() -> dict[str, str]:
+    """A worker's environment in which the control database is where nothing listens."""
+    return {"JOBSVC_CONTROL_DB_URL": f"postgresql://jobsvc@127.0.0.1:{free_port()}/nowhere"}
 
 
 def shard_through(proxy: FaultProxy, shard: int) -> dict[str, str]:

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import pytest
 
-from jobsvc.jobs.models import Job
+from jobsvc.jobs.models import Job, JobAttempt
 from jobsvc.messaging.producer import BatchProducer
 from jobsvc.sharding.ids import shard_of
 from jobsvc.sharding.shards import shard_alias
 from tests.e2e.conftest import create_topics
 from tests.e2e.dead_letters import dead_letters
-from tests.e2e.faults import shard_offline
+from tests.e2e.faults import control_nowhere, shard_offline
 from tests.e2e.health import readyz
+from tests.e2e.jobs import all_jobs, create, due_in, spec, status_counts
 from tests.e2e.jobs_topic import HANDLED_TIMEOUT, job, message, queued_job
 from tests.waiting import wait_until
 from tools.devstack.ports import free_port
@@ -253,3 +254,37 @@ def test_an_executor_stops_reading_a_partition_held_up_by_an_unreachable_shard(
     )
     jobs_topic.wait_until_all_handled()
     assert receiver.count_by_job() == dict.fromkeys([held, *others], 1)
+
+
+def test_a_job_whose_owner_s_secrets_are_out_of_reach_waits_and_spends_no_attempt(
+    make_user, start_worker, receiver
+):
+    """An executor that cannot read the control database (restarting, cut off) for a user
+    it never read cannot sign that user's webhooks: the job did not start. It must not
+    fail for good, nor spend one of its attempts (here its only one)."""
+    user = make_user()
+    start_worker("scheduler", "scheduler-a")
+    blind = start_worker("executor", "executor-blind", env=control_nowhere())
+    params = {"url": receiver.url}
+    specs = [spec(due=due_in(1.0), handler="http", params=params, max_attempts=1)] * 5
+    ids = create(user.pk, specs)
+
+    def put_back() -> bool:
+        return any(job.due_at > job.execute_at for job in all_jobs())
+
+    wait_until(put_back, timeout=30, what="an attempt that did not start")
+    assert status_counts()["failed"] == 0
+    blind.stop()
+    start_worker("executor", "executor-a")
+
+    wait_until(lambda: status_counts()["succeeded"] == len(ids), timeout=60, what="jobs ran")
+    assert sorted((d.job_id, d.attempt) for d in receiver.deliveries()) == [
+        (job_id, 1) for job_id in sorted(ids)
+    ]
+    assert {job.attempts for job in all_jobs()} == {1}
+    history = [
+        a.outcome
+        for alias in {shard_alias(shard_of(i)) for i in ids}
+        for a in JobAttempt.objects.using(alias).filter(job_id__in=ids)
+    ]
+    assert history == ["succeeded"] * len(ids)

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from executor_worker.claims import Attempt, ClaimRequest, ClaimStore, Outcome
 from jobsvc.jobs import store
-from jobsvc.jobs.models import Job
+from jobsvc.jobs.models import Job, JobAttempt
 from jobsvc.jobs.specs import JobSpec
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias
@@ -425,3 +425,41 @@ def test_a_reopened_attempt_is_running_and_takes_its_outcome_like_a_claimed_one(
     claims.record([Outcome(attempt=attempt, succeeded=False, error="bad", retry_delay=2.0)])
     retried = _stored(job_id)
     assert (retried.status, retried.last_error) == ("scheduled", "bad")
+
+
+def test_an_attempt_that_did_not_start_is_not_counted_and_is_due_again(claims):
+    job_id = _job()
+    stale = _req(job_id)
+    attempt = _claim_one(claims, job_id)
+
+    claims.record([Outcome(attempt=attempt, succeeded=False, retry_delay=0.0, started=False)])
+
+    job = _stored(job_id)
+    assert (job.status, job.attempts, job.last_error, job.attempt_errors) == (
+        "scheduled",
+        0,
+        "",
+        [],
+    )
+    assert job.started_at is None and job.lease_expires_at is None
+    assert not JobAttempt.objects.using(ALIAS).filter(job_id=job_id).exists()
+    assert claims.claim([stale]) == []  # a stale message names the old due time
+    again = _claim_one(claims, job_id)  # the next dispatch names attempt 1 again
+    assert again.attempt == 1
+
+
+def test_an_attempt_that_did_not_start_after_a_retry_keeps_the_first_attempts_start(claims):
+    job_id = _job()
+    first = _claim_one(claims, job_id)
+    claims.record([Outcome(attempt=first, succeeded=False, error="boom", retry_delay=0.0)])
+    started_first = timezone.now() - timedelta(minutes=5)  # now() is one instant here
+    JobAttempt.objects.using(ALIAS).filter(job_id=job_id).update(started_at=started_first)
+    second = _claim_one(claims, job_id, attempt=2)
+
+    claims.record([Outcome(attempt=second, succeeded=False, retry_delay=30.0, started=False)])
+
+    job = _stored(job_id)
+    assert (job.status, job.attempts, job.started_at) == ("scheduled", 1, started_first)
+    assert job.due_at - job.updated_at == timedelta(seconds=30)
+    assert [e["error"] for e in job.attempt_errors] == ["boom"]
+    assert claims.claim([_req(job_id, attempt=2)]) == []  # not before its new due time

@@ -10,7 +10,7 @@ import pytest
 from executor_worker.claims import Attempt
 from executor_worker.runner import AttemptRunner
 from jobsvc.handlers.base import HandlerResult, JobContext
-from jobsvc.handlers.errors import HandlerTimeout, PermanentError, RetryableError
+from jobsvc.handlers.errors import HandlerTimeout, NotStarted, PermanentError, RetryableError
 from jobsvc.handlers.registry import HandlerRegistry
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -115,3 +115,11 @@ def test_nul_characters_never_reach_the_database(runner):
 
     assert "\x00" not in outcome.error
     assert outcome.response_excerpt == "a\ufffdb"
+
+
+def test_a_handler_that_could_not_begin_spends_no_attempt_even_the_last(runner):
+    outcome = run(runner, "secrets", NotStarted("control database unreachable"), number=3)
+
+    assert not outcome.started
+    assert 2.0 <= outcome.retry_delay <= 4.0  # the backoff attempt 3 would have had
+    assert outcome.error == ""  # nothing for the attempt's history

@@ -6,7 +6,8 @@ import pytest
 from django.db import OperationalError
 
 from jobsvc.accounts.authentication import ExpiringCache
-from jobsvc.accounts.control_reads import cached_read
+from jobsvc.accounts.control_reads import before_start, cached_read
+from jobsvc.handlers.errors import NotStarted
 from tests.fake_clock import FakeClock
 
 
@@ -79,3 +80,11 @@ def test_while_unreachable_the_last_value_is_kept_for_a_period_not_read_per_call
 
     assert cached_read(cache, 7, load) == ["whsec_a"]
     assert load.calls == 3
+
+
+def test_before_a_job_starts_an_unreachable_server_means_it_did_not_start(cache):
+    down = OperationalError("connection refused")
+    read = before_start(lambda user_id: cached_read(cache, user_id, Loads(down, down)))
+
+    with pytest.raises(NotStarted):
+        read(7)
