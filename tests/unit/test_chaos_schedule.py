@@ -3,10 +3,20 @@ fails (tools/chaos/runner.py, report.py, probes.py)."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from tools.chaos import report
-from tools.chaos.faults import Fault, FaultEvent, kill, pause, restart_broker, server_down
+from tools.chaos.faults import (
+    Fault,
+    FaultEvent,
+    kill,
+    pause,
+    restart_broker,
+    run_faults,
+    server_down,
+)
 from tools.chaos.probes import BulkProbe, ProbeAnswer, answered_unavailable, unacknowledged
 from tools.chaos.runner import _bound_from, _may_pair
 from tools.chaos.workload import Created
@@ -30,6 +40,26 @@ def shard_restart() -> Fault:
 )
 def test_two_faults_run_at_once_only_on_different_processes_and_servers(first, second, allowed):
     assert _may_pair(first, second) is allowed
+
+
+def test_a_check_that_takes_its_fault_s_hold_does_not_hold_up_another_fault_s_heal():
+    restarted = threading.Event()
+    seen_during_the_check: list[bool] = []
+
+    def other_server_back(system, observers, injected_at):
+        seen_during_the_check.append(restarted.wait(timeout=10))
+        return []
+
+    def fault(name: str, **fields) -> Fault:
+        return Fault(name=name, what="", inject=lambda s: None, **fields)
+
+    full_disk = fault("full disk", heal=lambda s: None, hold=0.2, during=other_server_back)
+    restart = fault("restart", heal=lambda s: restarted.set(), hold=0.1)
+
+    event = run_faults([full_disk, restart], system=None, observers=object())
+
+    assert seen_during_the_check == [True]
+    assert [part.fault for part in event.parts] == ["full disk", "restart"]
 
 
 def test_a_compound_with_a_servers_fault_is_bounded_from_the_heal():

@@ -22,6 +22,14 @@ STARTED_SINCE = (
     " AND started_at >= to_timestamp(%(since)s) LIMIT 1"
 )
 
+# A job the system is behind on: due over a second ago and not started, or started by an
+# executor whose lease ran out (dead or cut off: the sweeper makes the job due again).
+BEHIND = (
+    "SELECT 1 FROM jobs WHERE (status IN ('scheduled', 'queued')"
+    " AND due_at < now() - interval '1 second')"
+    " OR (status = 'running' AND lease_expires_at < now()) LIMIT 1"
+)
+
 
 @dataclass(frozen=True)
 class JobRow:
@@ -59,6 +67,18 @@ class ShardProbe:
             except psycopg.Error:
                 self._drop(shard)
         return running
+
+    def shards_behind(self) -> set[int]:
+        """The shards with a job the system is behind on (``BEHIND``), or not answering."""
+        behind = set()
+        for shard in range(len(self._system.shard_urls())):
+            try:
+                if self._conn(shard).execute(BEHIND).fetchone():
+                    behind.add(shard)
+            except psycopg.Error:
+                self._drop(shard)
+                behind.add(shard)
+        return behind
 
     def close(self) -> None:
         for shard in list(self._connections):

@@ -5,8 +5,12 @@ Schedule: one pass of every fault (victims: the first scheduler and executor), t
 one time in `PAIR_ODDS`, two faults at once (acting on different processes and servers,
 and not two workers of one kind, which would leave none to take their work over), then,
 with standbys, the failover (last, since afterwards the shard server has no standby
-left). After each heal the runner waits until every shard runs jobs again (at most
-`RECOVERY_TIMEOUT`), then lets the system run undisturbed for `SETTLE_SECONDS`.
+left). After each heal the runner waits until the system has caught up (at most
+`RECOVERY_TIMEOUT`): every shard runs jobs again, and none holds a job due over a second
+ago and not started, or one whose executor's lease ran out. Then it lets the system run
+undisturbed for `SETTLE_SECONDS`. So a fault starts from a system on time, and a job
+late from one fault is not counted under the next (two faults at once are a step of
+their own).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from .workload import Workload
 
 logger = logging.getLogger(__name__)
 
-RECOVERY_TIMEOUT = 30.0  # seconds after a heal to wait for every shard to run jobs again
+RECOVERY_TIMEOUT = 30.0  # seconds after a heal to wait for the system to catch up
 SETTLE_SECONDS = 1.0  # undisturbed running between faults
 DRAIN_TIMEOUT = 90.0  # seconds after the client stops for every job to finish
 POLL_SECONDS = 0.25
@@ -113,12 +117,12 @@ def run_campaign(options: Options) -> dict:
         ).start()
         observers = Observers(probe=BulkProbe(api_url=system.api_url).start(), shards=probe)
         shards = len(system.shard_urls())
-        _wait_running(probe, shards, since=time.time(), workload=workload)
+        _wait_caught_up(probe, shards, since=time.time(), workload=workload)
         events: list[FaultEvent] = []
         steps = plan(system, options, rng)
         for step in steps:
             events.append(run_faults(step.faults, system, observers))
-            _wait_running(probe, shards, since=events[-1].healed_at, workload=workload)
+            _wait_caught_up(probe, shards, since=events[-1].healed_at, workload=workload)
             time.sleep(SETTLE_SECONDS)  # the schedule: undisturbed running between faults
         workload.stop()
         created = workload.created + observers.probe.created
@@ -184,18 +188,19 @@ def _result(
     }
 
 
-def _wait_running(
+def _wait_caught_up(
     probe: ShardProbe, shards: int, *, since: float, workload: Workload
 ) -> float | None:
-    """Seconds until every shard started a job due after `since`; None after the timeout."""
+    """Seconds until every shard started a job due after `since` and none is behind
+    (`ShardProbe.shards_behind`); None after the timeout."""
     deadline = since + RECOVERY_TIMEOUT
     while time.time() < deadline:
         if workload.error is not None:
             raise RuntimeError(f"the client stopped: {workload.error}") from workload.error
-        if len(probe.shards_running_since(since)) == shards:
+        if len(probe.shards_running_since(since)) == shards and not probe.shards_behind():
             return time.time() - since
         time.sleep(POLL_SECONDS)  # polling the shards, bounded by the deadline
-    logger.warning("not every shard ran new jobs within %.0fs", RECOVERY_TIMEOUT)
+    logger.warning("the system did not catch up within %.0fs of the heal", RECOVERY_TIMEOUT)
     return None
 
 
