@@ -3,11 +3,13 @@ fails (tools/chaos/runner.py, report.py, probes.py)."""
 
 from __future__ import annotations
 
+import argparse
 import threading
 
 import pytest
 
 from tools.chaos import report
+from tools.chaos.__main__ import replay_options
 from tools.chaos.faults import (
     Fault,
     FaultEvent,
@@ -129,3 +131,15 @@ def test_jobs_no_create_acknowledged_are_counted_per_request():
     rows = {"acked": "chaos probe 0", "x": "chaos probe 1", "y": "chaos probe 1"}
 
     assert unacknowledged(rows, probe) == {1: 2}
+
+
+def test_the_report_s_command_replays_every_option_that_shaped_the_run():
+    args = argparse.Namespace(
+        replicas=1, short=False, mixed=25, rate=40.0, burst=400, bound=10.0, only="",
+        timing=["JOBSVC_SCHEDULER_QUEUED_TIMEOUT_SECONDS=60"],
+    )  # fmt: skip
+
+    assert replay_options(args) == [
+        *("--replicas", "1", "--mixed", "25", "--rate", "40", "--burst", "400"),
+        *("--timing", "JOBSVC_SCHEDULER_QUEUED_TIMEOUT_SECONDS=60"),
+    ]

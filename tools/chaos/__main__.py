@@ -93,20 +93,24 @@ def main(argv: list[str] | None = None) -> int:
         bound=args.bound,
     )
     result = run_campaign(options)
-    command = "python -m tools.chaos " + shlex.join(
-        [
-            *(["--replicas", "1"] if args.replicas else []),
-            *(["--short"] if args.short else []),
-            *(["--burst", str(args.burst)] if args.burst else []),
-            *(["--bound", f"{args.bound:g}"] if args.bound != BOUND_SECONDS else []),
-            *(["--only", args.only] if args.only else []),
-            "--seed",
-            str(seed),
-        ]
-    )
+    command = "python -m tools.chaos " + shlex.join([*replay_options(args), "--seed", str(seed)])
     print(report.write(result, out=args.out, command=command), flush=True)
     print(f"chaos seed: {seed}; results in {args.out}/", flush=True)
     return 1 if report.failed(result) else 0
+
+
+def replay_options(args: argparse.Namespace) -> list[str]:
+    """The options that shaped the run, so that the report's command replays it."""
+    return [
+        *(["--replicas", "1"] if args.replicas else []),
+        *(["--short"] if args.short else []),
+        *(["--mixed", str(args.mixed)] if args.mixed != DEFAULT_MIXED and not args.short else []),
+        *(["--rate", f"{args.rate:g}"] if args.rate != DEFAULT_RATE else []),
+        *(["--burst", str(args.burst)] if args.burst else []),
+        *(["--bound", f"{args.bound:g}"] if args.bound != BOUND_SECONDS else []),
+        *(["--only", args.only] if args.only else []),
+        *[option for timing in args.timing for option in ("--timing", timing)],
+    ]
 
 
 if __name__ == "__main__":
