@@ -100,7 +100,8 @@ def _database_unavailable(exc: Exception, context: dict[str, Any]) -> Response:
     the message points at the Idempotency-Key, which makes a retried create safe.
     """
     view = type(context.get("view")).__name__
-    logger.warning("database unavailable in %s: %s", view, exc, exc_info=exc)
+    # No traceback: an outage answers every request so, and the error names the cause.
+    logger.warning("database unavailable in %s: %s: %s", view, type(exc).__name__, exc)
     message = (
         "A database is unavailable; retry shortly. A create retried with the same "
         "Idempotency-Key is never applied twice."
