@@ -59,26 +59,25 @@ class ShardProbe:
         self._connections: dict[int, psycopg.Connection] = {}
 
     def shards_running_since(self, since: float) -> set[int]:
-        running = set()
-        for shard in range(len(self._system.shard_urls())):
-            try:
-                if self._conn(shard).execute(STARTED_SINCE, {"since": since}).fetchone():
-                    running.add(shard)
-            except psycopg.Error:
-                self._drop(shard)
-        return running
+        """The shards that started a job due since ``since``."""
+        answers = self._ask(STARTED_SINCE, {"since": since})
+        return {shard for shard, found in answers.items() if found}
 
     def shards_behind(self) -> set[int]:
         """The shards with a job the system is behind on (``BEHIND``), or not answering."""
-        behind = set()
+        return {shard for shard, found in self._ask(BEHIND).items() if found is not False}
+
+    def _ask(self, query: str, params: dict | None = None) -> dict[int, bool | None]:
+        """Per shard: whether ``query`` found a row; None for a shard that did not answer
+        (its connection is dropped, and opened again at the next question)."""
+        answers: dict[int, bool | None] = {}
         for shard in range(len(self._system.shard_urls())):
             try:
-                if self._conn(shard).execute(BEHIND).fetchone():
-                    behind.add(shard)
+                answers[shard] = self._conn(shard).execute(query, params).fetchone() is not None
             except psycopg.Error:
                 self._drop(shard)
-                behind.add(shard)
-        return behind
+                answers[shard] = None
+        return answers
 
     def close(self) -> None:
         for shard in list(self._connections):
