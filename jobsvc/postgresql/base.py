@@ -1,5 +1,5 @@
-"""Django's PostgreSQL backend, with a connection health check that needs no query, and
-timestamps parsed in C.
+"""Django's PostgreSQL backend, with a connection health check that needs no query,
+timestamps parsed in C, and no reconnect on the way out of a failed transaction.
 
 Kept connections (`CONN_MAX_AGE`) are checked once per request before their first use
 (`CONN_HEALTH_CHECKS`). Django checks with `SELECT 1`: one more round trip than the work
@@ -70,6 +70,23 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if self.timezone is datetime.UTC and self.timezone_name == "UTC":
             params["context"] = _with_fast_timestamps(params["context"])
         return params
+
+    def set_autocommit(
+        self, autocommit: bool, force_begin_transaction_with_broken_autocommit: bool = False
+    ) -> None:
+        """Leave a closed connection closed when autocommit is turned back on.
+
+        ``atomic()`` ends by turning autocommit back on. When its rollback failed (the
+        connection broke), Django has already closed the connection, and since Django 5.1
+        ``close()`` forgets it, so turning autocommit on would first open a new one: to a
+        server that stopped answering, a whole ``connect_timeout`` more before the caller
+        hears of the failure (an executor cut off from a shard waited 3 s for its query's
+        timeout, then 3 s more for this). A new connection starts in autocommit mode
+        anyway (``connect()``), so with none open there is nothing to turn on.
+        """
+        if autocommit and self.connection is None and self.settings_dict["AUTOCOMMIT"]:
+            return
+        super().set_autocommit(autocommit, force_begin_transaction_with_broken_autocommit)
 
     def is_usable(self) -> bool:
         connection = self.connection

@@ -51,3 +51,41 @@ def test_connections_use_tcp_keepalives(alias):
 
     assert parameters["keepalives"] == "1"
     assert int(parameters["keepalives_idle"]) > 0
+
+
+BREAK_IN_TRANSACTION = textwrap.dedent(
+    """
+    import django
+    django.setup()
+    from django.db import DatabaseError, connections, transaction
+    from django.db.backends.signals import connection_created
+    opened = []
+    connection_created.connect(lambda sender, **kwargs: opened.append(1), weak=False)
+    connection = connections["shard_0"]
+    connection.ensure_connection()
+    opened.clear()
+    try:
+        with transaction.atomic(using="shard_0"), connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+    except DatabaseError:
+        print("failed", len(opened))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    print("next", len(opened))
+    """
+)
+
+
+def test_a_transaction_whose_connection_broke_fails_without_connecting_again():
+    """Leaving the failed transaction opens no connection: to a server that stopped
+    answering, that connect would hold the caller for ``connect_timeout`` more. The next
+    statement connects again."""
+    result = subprocess.run(
+        [sys.executable, "-c", BREAK_IN_TRANSACTION],
+        env=os.environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert result.stdout.split() == ["failed", "0", "next", "1"], result.stdout + result.stderr
