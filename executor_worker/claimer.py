@@ -72,7 +72,7 @@ class Claimer:
             job.state = JobState.CLAIMING
             by_shard[job.shard_id].append(job)
         for shard_id, shard_jobs in by_shard.items():
-            if not self.backoff.is_open(shard_id):
+            if not self.backoff.answering(shard_id):
                 result.unreachable[shard_id] = shard_jobs
                 continue
             started = self.backoff.now()
@@ -92,7 +92,7 @@ class Claimer:
     def renew(self, running: dict[int, list[tuple[str, int]]]) -> None:
         """Extend the leases of the attempts running on the threads, per shard."""
         for shard_id, keys in running.items():
-            if not self.backoff.is_open(shard_id):
+            if not self.backoff.answering(shard_id):
                 continue
             started = self.backoff.now()
             try:

@@ -220,11 +220,6 @@ class JobConsumer:
             self._pause_all = paused
             self._apply_pauses()
 
-    def uncommitted(self) -> int:
-        """Messages received and not committable yet, over every partition."""
-        with self._lock:
-            return sum(len(progress.outstanding) for progress in self._progress.values())
-
     def _apply_pauses(self) -> None:
         """Pause the partitions that must not be read now; resume the others."""
         with self._lock:

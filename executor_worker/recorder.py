@@ -74,7 +74,7 @@ class Recorder:
         """Write what the open shards can take; the jobs now done."""
         done: list[HeldJob] = []
         for shard_id in list(self._pending):
-            if not self._shards.is_open(shard_id):
+            if not self._shards.answering(shard_id):
                 continue
             results = self._pending.pop(shard_id)
             started = self._shards.now()

@@ -9,11 +9,13 @@ they are due on the database's clock. The claim checks ``due_at <= now()`` in th
 as well, so an offset measured wrong can delay a start, never make it early.
 
 An offset beyond ``max_offset`` is reported in the executor's readiness: the machine's
-clock needs fixing, even though jobs still start on time.
+clock needs fixing, even though jobs still start on time. Measured on the prober's thread
+(``executor_worker.shard_prober``), read on the loop's.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -47,10 +49,12 @@ class ShardClocks:
         self._monotonic = monotonic
         self._samples: dict[int, deque[ClockSample]] = {}
         self._next: dict[int, float] = {}
+        self._lock = threading.Lock()  # the samples: appended by one thread, read by another
 
     def offset(self, shard_id: int) -> float:
         """Seconds the shard's clock is ahead of ours (0 until measured)."""
-        samples = self._samples.get(shard_id)
+        with self._lock:
+            samples = tuple(self._samples.get(shard_id, ()))
         if not samples:
             return 0.0
         return min(samples, key=lambda sample: sample.round_trip).offset
@@ -77,7 +81,8 @@ class ShardClocks:
         database = self._read(shard_id)
         after = self._clock()
         sample = ClockSample(offset=database - (before + after) / 2, round_trip=after - before)
-        self._samples.setdefault(shard_id, deque(maxlen=_SAMPLES)).append(sample)
+        with self._lock:
+            self._samples.setdefault(shard_id, deque(maxlen=_SAMPLES)).append(sample)
         return sample
 
     def problems(self) -> list[str]:

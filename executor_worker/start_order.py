@@ -172,9 +172,9 @@ class StartOrder(Generic[S]):
         for queue in (self._inline, self._threaded):
             aside.extend(queue.remove(lambda job: job.shard_id != shard_id))
 
-    def restore(self, is_open: Callable[[int], bool]) -> None:
-        """Put back the jobs of the shards set aside that ``is_open`` says can be tried."""
-        for shard_id in [shard for shard in self._set_aside if is_open(shard)]:
+    def restore(self, answering: Callable[[int], bool]) -> None:
+        """Put back the jobs of the shards set aside that answer again."""
+        for shard_id in [shard for shard in self._set_aside if answering(shard)]:
             self.put(self._set_aside.pop(shard_id))
 
     def is_set_aside(self, shard_id: int) -> bool:

@@ -16,7 +16,9 @@ are held, and the consumer pauses a partition where too many messages wait behin
 not handled yet (``executor_worker.consumer``).
 
 Faults: a shard that cannot be reached has its jobs set aside until it answers
-(``ShardBackoff``), the others go on. If it has failed here for ``step_back_after``
+(``ShardBackoff``), the others go on: the loop no longer uses it, and a thread of its own
+asks it again (``executor_worker.shard_prober``), so no turn waits on a server that does
+not answer, past the one that found it so. If it has failed here for ``step_back_after``
 seconds while another member of the group reaches it, this executor leaves the consumer
 group until that is no longer so, for ``step_back_seconds`` at most
 (``executor_worker.step_back``): its partitions, and the jobs it held, go to the others.
@@ -52,6 +54,7 @@ from executor_worker.recorder import Recorder, observe_finished
 from executor_worker.runner import AttemptRunner
 from executor_worker.shard_backoff import ShardBackoff
 from executor_worker.shard_clocks import ShardClocks
+from executor_worker.shard_prober import ShardProber
 from executor_worker.start_order import StartOrder
 from executor_worker.step_back import Peers, StepBack
 from jobsvc.messaging.renewing_producer import RenewingProducer
@@ -133,6 +136,7 @@ class ExecutorWorker:
             interval=_CLOCK_INTERVAL,
             max_offset=config.max_clock_offset,
         )
+        self.prober = ShardProber(clocks=self.clocks, shards=self.shards, shard_ids=shard_ids)
         self.start_order: StartOrder[HeldJob] = StartOrder()
         self.claimer = Claimer(
             stores=self._store,
@@ -180,6 +184,8 @@ class ExecutorWorker:
     def run(self) -> None:
         self.intake = self._join(self._consumer)
         self.pool = HandlerPool(concurrency=self.config.concurrency, runner=self.runner)
+        self.prober.probe_due()  # the clocks, before the first job is held by them
+        self.prober.start()
         logger.info("executor %s started", self.worker_id)
         try:
             while not self._stopping.is_set():
@@ -189,6 +195,7 @@ class ExecutorWorker:
                     self._out_of_the_group()
             self._drain()
         finally:
+            self.prober.stop()
             self.pool.shutdown()
             if not self.step_back.out:
                 self.intake.consumer.close()
@@ -220,10 +227,7 @@ class ExecutorWorker:
         self._observe()
         if self._stepped_back():
             return
-        self._probe_shards()
-        if self._stepped_back():  # a probe of a cut shard may have waited seconds
-            return
-        self.start_order.restore(self.shards.is_open)
+        self.start_order.restore(self.shards.answering)
         held = len(self.start_order) + len(self.intake)
         self.start_order.put(
             self.intake.read(room=self.config.read_ahead - held, timeout=self._poll_timeout(now))
@@ -276,8 +280,7 @@ class ExecutorWorker:
         return timeout
 
     def _stepped_back(self) -> bool:
-        """Leave the group if ``StepBack`` says so; looked at before and after the probes,
-        since a claim or a probe of a cut shard can wait seconds for its connection."""
+        """Leave the group if ``StepBack`` says so."""
         if not self.step_back.should_leave():
             return False
         self.start_order.clear()  # their messages go to the others with the partitions
@@ -285,16 +288,10 @@ class ExecutorWorker:
         self.intake.consumer.close()
         return True
 
-    def _probe_shards(self) -> None:
-        """Measure the clocks of the shards due for it (``ShardClocks``), which also opens
-        or closes them (``_read_database_clock``)."""
-        self.clocks.measure_due([shard for shard in shard_ids() if self.shards.is_open(shard)])
-
     def _out_of_the_group(self) -> None:
-        """Out of the group: finish and record what runs, and go on probing the shards;
-        join again when ``StepBack`` says so."""
+        """Out of the group: finish and record what runs (the prober goes on asking the
+        shards); join again when ``StepBack`` says so."""
         self._finish()
-        self._probe_shards()
         if self.step_back.should_rejoin():
             self.intake = self._join()
             return
@@ -332,8 +329,9 @@ class ExecutorWorker:
             metrics.CLOCK_OFFSET.labels(str(shard)).set(self.clocks.offset(shard))
 
     def _read_database_clock(self, shard_id: int) -> float:
-        """The shard database's clock; also a probe of the shard, every ``_CLOCK_INTERVAL``,
-        that opens or closes it (``ShardBackoff``) whether or not jobs are claimed there."""
+        """The shard database's clock, read on the prober's thread: also a probe of the
+        shard that closes or opens it (``ShardBackoff``) whether or not jobs are claimed
+        there."""
         started = self.shards.now()
         try:
             now = self._store(shard_id).database_clock()

@@ -99,3 +99,12 @@ def _set_allow_connections(alias: str, database: str, *, allowed: bool) -> None:
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
                 [database],
             )
+
+
+def shard_failures(executor, shard: int) -> int:
+    """Claims, records and probes of ``shard`` the executor logged as failed."""
+    return sum(
+        f"shard {shard}: {action} failed" in line
+        for line in executor.log().splitlines()
+        for action in ("claim", "record", "clock")
+    )

@@ -15,7 +15,7 @@ from jobsvc.sharding.ids import shard_of
 from jobsvc.sharding.shards import shard_alias
 from tests.e2e.conftest import create_topics
 from tests.e2e.dead_letters import dead_letters
-from tests.e2e.faults import control_nowhere, shard_offline
+from tests.e2e.faults import control_nowhere, shard_failures, shard_offline
 from tests.e2e.health import readyz
 from tests.e2e.jobs import all_jobs, create, due_in, spec, status_counts
 from tests.e2e.jobs_topic import HANDLED_TIMEOUT, job, message, queued_job
@@ -131,12 +131,9 @@ def test_a_failure_recorded_after_its_shard_comes_back_is_dead_lettered_once(
     with shard_offline(shard_of(doomed)):
         wait_until(lambda: receiver.of(doomed), timeout=HANDLED_TIMEOUT, what="answered")
         wait_until(
-            lambda: (
-                executor.log().count(f"shard {shard_of(doomed)}: record failed") >= 3
-                or executor.log().count("database error, retrying") >= 3
-            ),
+            lambda: shard_failures(executor, shard_of(doomed)) >= 3,
             timeout=HANDLED_TIMEOUT,
-            what="the executor tried to record it three times",
+            what="the executor found the shard failing three times",
         )
 
     wait_until(lambda: status(doomed) == "failed", timeout=HANDLED_TIMEOUT, what="failed")
@@ -239,11 +236,11 @@ def test_an_executor_stops_reading_a_partition_held_up_by_an_unreachable_shard(
     with shard_offline(shard):
         # One partition: every other message waits behind the held one.
         executor = hold_up_a_partition(start_worker, jobs_topic, user.pk, held, others)
-        retries = executor.log().count(f"shard {shard}: claim failed")
+        retries = shard_failures(executor, shard)
         wait_until(
-            lambda: executor.log().count(f"shard {shard}: claim failed") >= retries + 2,
+            lambda: shard_failures(executor, shard) >= retries + 2,
             timeout=HANDLED_TIMEOUT,
-            what="two more claims of the held message failed",
+            what="the executor found the shard failing twice more",
         )
         assert 0 < succeeded_count(others) <= MAX_UNCOMMITTED + BATCH_SIZE
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from jobsvc.sharding.shards import shard_ids
-from tests.e2e.faults import shard_nowhere, shard_through
+from tests.e2e.faults import shard_failures, shard_nowhere, shard_through
 from tests.e2e.jobs import all_jobs, create, due_in, spec
 from tests.e2e.test_executor_shutdown import RUN_TIMEOUT, assignment
 from tests.waiting import wait_until
@@ -123,9 +123,9 @@ def test_a_shard_no_executor_reaches_keeps_both_executors_in_the_group(
     )
     for executor in executors:
         wait_until(
-            lambda executor=executor: executor.log().count(f"shard {shard}: claim failed") >= 3,
+            lambda executor=executor: shard_failures(executor, shard) >= 3,
             timeout=30,
-            what="claims on the cut shard keep failing",
+            what="the cut shard keeps failing",
         )
         assert "leaving the consumer group" not in executor.log()
     assert {job.status for job in all_jobs(pk__in=stuck)} == {"queued"}

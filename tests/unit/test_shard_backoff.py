@@ -23,6 +23,18 @@ def test_a_failed_key_is_closed_for_its_delay_then_open_again():
     assert gate.is_open(1)
 
 
+def test_a_failed_key_does_not_answer_until_a_success_whatever_its_delay():
+    clock = FakeClock(100.0)
+    gate = ShardBackoff(first_delay=0.5, max_delay=5, clock=clock)
+    gate.failed(1)
+    clock.now += 10
+
+    assert gate.is_open(1) and not gate.answering(1)  # may be tried, by a prober
+    assert gate.answering(2)
+    gate.succeeded(1)
+    assert gate.answering(1)
+
+
 def test_failures_in_a_row_double_the_delay_up_to_the_cap():
     gate = ShardBackoff(first_delay=0.5, max_delay=3, clock=FakeClock(100.0))
 
