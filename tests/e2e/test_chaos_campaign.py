@@ -7,7 +7,8 @@ acknowledged job lost, no (job, attempt) delivered twice, none started before it
 `execute_at` by the true clock, every job due during the fault started within the bound
 (10 s from its due time under one worker's fault, from the later of due time and heal
 otherwise), every shard running jobs again, and what a client was answered during the
-fault (a bulk create touching an unreachable or full shard: 503, nothing created).
+fault (a bulk create touching an unreachable or full shard: 503, nothing created), and the
+other shards going on while one server's host is gone.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ FAULTS = [
     "cut scheduler-0 from zookeeper",
     "cut scheduler-0 from broker",
     "cut api from shard db",
+    "cut everyone from shard db",
     "skew executor-0 +3s",
     "fill shard db disk",
     "failover shard db",
@@ -113,3 +115,9 @@ def test_a_bulk_create_touching_the_faulted_shards_answers_503_and_creates_nothi
 
     assert checks, campaign.report
     assert [c for c in checks if not c["ok"]] == []
+
+
+def test_a_server_every_app_is_cut_off_from_holds_up_only_its_own_shards(campaign):
+    checks = campaign.faults["cut everyone from shard db"]["checks"]
+
+    assert checks and all(c["ok"] for c in checks), checks

@@ -31,6 +31,17 @@ BEHIND = (
 )
 
 
+# The latest first start, in seconds after execute_at, of the jobs due in a window; a job
+# not started yet counts as starting now.
+LATEST_START = (
+    "SELECT max(extract(epoch FROM coalesce("
+    "(SELECT min(a.started_at) FROM jobs_attempt a WHERE a.job_id = jobs.id),"
+    " jobs.started_at, now()) - jobs.execute_at))::float8, count(*)"
+    " FROM jobs WHERE execute_at >= to_timestamp(%(since)s)"
+    " AND execute_at < to_timestamp(%(until)s)"
+)
+
+
 @dataclass(frozen=True)
 class JobRow:
     id: str
@@ -93,6 +104,20 @@ class ShardProbe:
         if conn is not None:
             with contextlib.suppress(psycopg.Error):
                 conn.close()
+
+
+def latest_start(
+    system: System, shards: list[int], since: float, until: float
+) -> tuple[float, int]:
+    """Over ``shards``, the jobs due (execute_at) from ``since`` to ``until``: the latest
+    first start, in seconds after its due time (one not started counts as starting now),
+    and how many there are."""
+    latest, count = 0.0, 0
+    for shard in shards:
+        with system.shard_connection(shard) as conn:
+            late, found = conn.execute(LATEST_START, {"since": since, "until": until}).fetchone()
+        latest, count = max(latest, late or 0.0), count + found
+    return latest, count
 
 
 def user_jobs(system: System, user_id: int) -> dict[str, str]:

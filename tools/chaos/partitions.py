@@ -6,13 +6,17 @@ dropped both ways (`firewall`), its connections left half-open.
 - a scheduler cut off from ZooKeeper for longer than its session: its shards must move;
 - an executor and a scheduler cut off from the broker;
 - the API cut off from the server of shards 2-3: a bulk create touching those shards must
-  answer 503 within `PROBE_TIMEOUT` and create nothing (a check run during the cut).
+  answer 503 within `PROBE_TIMEOUT` and create nothing (a check run during the cut);
+- every app cut off from that server at once (its host vanished): its shards' jobs wait
+  for the heal, but the other shards' jobs must start within the bound of their due time
+  (a check run during the cut).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Callable
 
 from coordination.cluster import cluster_membership
@@ -20,7 +24,9 @@ from coordination.errors import CoordinationError
 from tools.devstack.server import Server
 from tools.fast_timings import ZK_SESSION_SECONDS
 
+from .checker import BOUND_SECONDS
 from .faults import Check, Fault
+from .history import latest_start
 from .probes import Observers, answered_unavailable
 from .system import System
 
@@ -114,6 +120,43 @@ def _bulk_create_unavailable(system: System, observers: Observers, _: float) -> 
     return [answered_unavailable(answer, what="bulk create over every shard")]
 
 
+def cut_everyone_from_shard_server() -> Fault:
+    """Every app cut off from the shard server at once, as when its host vanishes."""
+
+    def inject(system: System) -> str:
+        system.cut_every_app(system.shard_server)
+        return f"every app cut from {system.shard_server.name}"
+
+    return Fault(
+        name="cut everyone from shard db",
+        what=f"every packet between every app and server B dropped for {PARTITION_SECONDS:g} s",
+        inject=inject,
+        heal=lambda system: system.heal_every_app(system.shard_server),
+        hold=PARTITION_SECONDS,
+        targets=frozenset(),
+        takeover=False,
+        during=_other_shards_on_time,
+        during_after=0.0,
+    )
+
+
+def _other_shards_on_time(system: System, observers: Observers, injected_at: float) -> list[Check]:
+    """The jobs of the shards on the other servers, due while the cut holds, started within
+    the bound of their due times (looked at just before the heal)."""
+    time.sleep(max(0.0, injected_at + PARTITION_SECONDS - 1.0 - time.time()))
+    server = system.shard_server
+    others = sorted(set(range(len(system.shard_urls()))) - set(system.shards_on(server)))
+    latest, jobs = latest_start(system, others, injected_at, time.time() - 1.0)
+    return [
+        Check(
+            f"the shards on other servers ({', '.join(map(str, others))}) started their jobs "
+            f"within {BOUND_SECONDS:g} s of their due times",
+            jobs > 0 and latest <= BOUND_SECONDS,
+            f"{jobs} jobs due, the latest started {latest:.1f} s after its due time",
+        )
+    ]
+
+
 def partition_faults(system: System, *, scheduler: str, executor: str) -> list[Fault]:
     """Every partition fault, in campaign order."""
     return [
@@ -124,6 +167,7 @@ def partition_faults(system: System, *, scheduler: str, executor: str) -> list[F
         cut(scheduler, "broker", lambda s: s.stack.kafka),
         cut("api", "shard db", lambda s: s.shard_server, takeover=False,
             during=_bulk_create_unavailable),
+        cut_everyone_from_shard_server(),
     ]  # fmt: skip
 
 

@@ -179,6 +179,15 @@ class System:
         assert self.firewall is not None
         self.firewall.heal(self._groups[app], server.port)
 
+    def cut_every_app(self, server: Server) -> None:
+        """Every app cut off from `server` at once: to them, its host vanished."""
+        for app in self._groups:
+            self.cut(app, server)
+
+    def heal_every_app(self, server: Server) -> None:
+        for app in self._groups:
+            self.heal_cut(app, server)
+
     # --- servers ------------------------------------------------------------------------
 
     @property
