@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from jobsvc.messaging.client_security import kafka_security_config
+from jobsvc.messaging.client_security import kafka_connection_config, kafka_security_config
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +95,7 @@ class JobConsumer:
             {
                 "bootstrap.servers": bootstrap,
                 **kafka_security_config(),
+                **kafka_connection_config(),
                 "group.id": group_id,
                 # Partition i to the (i mod N)-th of N members: schedulers deal each
                 # user's jobs to consecutive partitions in turn, so to every executor

@@ -1,4 +1,5 @@
-"""How every Kafka client of the app authenticates to the brokers: one place for it.
+"""How every Kafka client of the app authenticates to the brokers, and how its long-lived
+clients treat a connection that stopped answering: one place for both.
 
 From the settings (JOBSVC_KAFKA_SECURITY_PROTOCOL, JOBSVC_KAFKA_SASL_*), as librdkafka
 configuration that each producer, consumer and admin client adds to its own. Without
@@ -23,3 +24,20 @@ def kafka_security_config() -> dict[str, str]:
     if settings.KAFKA_SSL_CA_LOCATION:
         config["ssl.ca.location"] = settings.KAFKA_SSL_CA_LOCATION
     return config
+
+
+def kafka_connection_config() -> dict[str, int]:
+    """For long-lived clients (the executors' consumer, the producers): give up on a
+    connection that stopped answering within seconds, and try again within one.
+
+    A partition (packets dropped, nothing reset) leaves requests in flight on a connection
+    whose TCP retransmissions back off to over ten seconds, so after the heal it carried
+    on only that much later. An executor cut off from the broker rejoined its group about
+    12 s after the heal, with librdkafka's defaults (a request may wait 60 s, a connection
+    attempt 30 s, with up to 10 s between attempts); with these, within a second.
+    """
+    return {
+        "socket.timeout.ms": 10_000,
+        "socket.connection.setup.timeout.ms": 3_000,
+        "reconnect.backoff.max.ms": 1_000,
+    }

@@ -18,7 +18,7 @@ from typing import Protocol
 from confluent_kafka import KafkaException
 from confluent_kafka import Producer as KafkaProducer
 
-from jobsvc.messaging.client_security import kafka_security_config
+from jobsvc.messaging.client_security import kafka_connection_config, kafka_security_config
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +100,7 @@ class BatchProducer:
             {
                 "bootstrap.servers": bootstrap,
                 **kafka_security_config(),
+                **kafka_connection_config(),
                 "client.id": client_id,
                 "enable.idempotence": True,
                 "acks": "all",
