@@ -10,12 +10,12 @@ as well, so an offset measured wrong can delay a start, never make it early.
 
 An offset beyond ``max_offset`` is reported in the executor's readiness: the machine's
 clock needs fixing, even though jobs still start on time. Measured on the prober's thread
-(``executor_worker.shard_prober``), read on the loop's.
+(``executor_worker.shard_prober``), which alone keeps the samples; the loop's thread reads
+only each shard's offset, set whole after every measurement.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -48,16 +48,12 @@ class ShardClocks:
         self._clock = clock
         self._monotonic = monotonic
         self._samples: dict[int, deque[ClockSample]] = {}
+        self._offsets: dict[int, float] = {}  # per shard: its shortest round trip's offset
         self._next: dict[int, float] = {}
-        self._lock = threading.Lock()  # the samples: appended by one thread, read by another
 
     def offset(self, shard_id: int) -> float:
         """Seconds the shard's clock is ahead of ours (0 until measured)."""
-        with self._lock:
-            samples = tuple(self._samples.get(shard_id, ()))
-        if not samples:
-            return 0.0
-        return min(samples, key=lambda sample: sample.round_trip).offset
+        return self._offsets.get(shard_id, 0.0)
 
     def due_time(self, shard_id: int, due_at: float) -> float:
         """When something due at ``due_at`` on the shard's clock is due on ours."""
@@ -81,8 +77,9 @@ class ShardClocks:
         database = self._read(shard_id)
         after = self._clock()
         sample = ClockSample(offset=database - (before + after) / 2, round_trip=after - before)
-        with self._lock:
-            self._samples.setdefault(shard_id, deque(maxlen=_SAMPLES)).append(sample)
+        samples = self._samples.setdefault(shard_id, deque(maxlen=_SAMPLES))
+        samples.append(sample)
+        self._offsets[shard_id] = min(samples, key=lambda s: s.round_trip).offset
         return sample
 
     def problems(self) -> list[str]:
@@ -90,6 +87,6 @@ class ShardClocks:
         return [
             f"clock {self.offset(shard):+.1f} s off shard {shard}'s database (over "
             f"{self.max_offset:g} s: fix this machine's clock; jobs still start on time)"
-            for shard in sorted(self._samples)
+            for shard in sorted(self._offsets)
             if abs(self.offset(shard)) > self.max_offset
         ]
