@@ -61,8 +61,7 @@ def _checks(system: System, observers: Observers, injected_at: float) -> list[Ch
     if len(answers) > 1:
         tries = ", ".join(answer.describe() for answer in answers)
         unavailable = Check(unavailable.name, unavailable.ok, f"{len(answers)} tries: {tries}")
-    server = system.shard_server
-    others = set(range(len(system.shard_urls()))) - set(system.shards_on(server))
+    others = set(system.shards_off(system.shard_server))
     running: set[int] = set()
 
     def others_ran() -> bool:

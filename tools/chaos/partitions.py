@@ -144,8 +144,7 @@ def _other_shards_on_time(system: System, observers: Observers, injected_at: flo
     """The jobs of the shards on the other servers, due while the cut holds, started within
     the bound of their due times (looked at just before the heal)."""
     time.sleep(max(0.0, injected_at + PARTITION_SECONDS - 1.0 - time.time()))
-    server = system.shard_server
-    others = sorted(set(range(len(system.shard_urls()))) - set(system.shards_on(server)))
+    others = system.shards_off(system.shard_server)
     latest, jobs = latest_start(system, others, injected_at, time.time() - 1.0)
     return [
         Check(

@@ -200,6 +200,11 @@ class System:
         assert self.stack is not None
         return [i for i in range(self.stack.shards) if shard_database(i) in server.databases]
 
+    def shards_off(self, server) -> list[int]:
+        """The shards on the other servers."""
+        assert self.stack is not None
+        return [i for i in range(self.stack.shards) if i not in self.shards_on(server)]
+
     def ensure_topics(self) -> None:
         """Create the topics the workers use, where missing (idempotent)."""
         assert self.stack is not None
