@@ -44,7 +44,6 @@ class Received:
     offset: int
     value: bytes | None
     log: int = 0  # which of the partition's logs it came from (a new log: see above)
-    topic: str = ""  # the consumer's topic ("": not from a consumer, e.g. a stolen job's)
 
 
 class _PartitionProgress:
@@ -151,11 +150,7 @@ class JobConsumer:
                 )
                 self._new_log(partition)
             self._last_offset[partition] = offset
-            batch.append(
-                Received(
-                    partition, offset, message.value(), self._logs.get(partition, 0), self.topic
-                )
-            )
+            batch.append(Received(partition, offset, message.value(), self._logs.get(partition, 0)))
             with self._lock:
                 progress = self._progress.get(partition)
                 if progress is None:

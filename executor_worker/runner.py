@@ -15,7 +15,6 @@ from jobsvc.handlers.errors import (
     NotStarted,
     PermanentError,
     RetryableError,
-    UnknownHandler,
 )
 from jobsvc.handlers.registry import HandlerRegistry
 
@@ -48,13 +47,6 @@ class AttemptRunner:
             for name in self.registry.names()
             if getattr(self.registry.get(name), "inline", False)
         ]
-
-    def runs_inline(self, attempt: Attempt) -> bool:
-        """Handlers that never block (``inline = True``) skip the thread pool's overhead."""
-        try:
-            return bool(getattr(self.registry.get(attempt.handler), "inline", False))
-        except UnknownHandler:
-            return True  # fails at once in run()
 
     def context(self, attempt: Attempt, *, started: float) -> JobContext:
         return JobContext(

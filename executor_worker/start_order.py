@@ -177,9 +177,6 @@ class StartOrder(Generic[S]):
         for shard_id in [shard for shard in self._set_aside if answering(shard)]:
             self.put(self._set_aside.pop(shard_id))
 
-    def is_set_aside(self, shard_id: int) -> bool:
-        return shard_id in self._set_aside
-
     def clear(self) -> list[S]:
         jobs = self._inline.clear() + self._threaded.clear()
         jobs += [job for aside in self._set_aside.values() for job in aside]

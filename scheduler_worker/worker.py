@@ -20,7 +20,6 @@ from kazoo.handlers.threading import KazooTimeoutError
 from coordination.client import SaslAuth, connect
 from coordination.paths import ZnodePaths
 from coordination.shard_ownership import SUSPENDED_LIMIT, ShardOwnership
-from jobsvc.messaging.producer import BatchProducer
 from jobsvc.messaging.renewing_producer import RenewingProducer
 from jobsvc.sharding.shards import shard_alias
 from scheduler_worker import metrics
@@ -89,7 +88,11 @@ class SchedulerWorker:
         # librdkafka reports a message it could not deliver within the publish timeout as
         # failed, and the dispatcher makes its job due again (should the broker have taken
         # it after all, the executor drops the duplicate).
-        self._producer = self._new_producer()
+        self._producer = RenewingProducer.publishing_within(
+            self.dispatch.publish_timeout,
+            bootstrap=self.kafka_bootstrap,
+            client_id=f"scheduler-{self.worker_id}",
+        )
         client = connect(
             self.zk_hosts,
             session_timeout=self.zk_session_timeout,
@@ -213,17 +216,6 @@ class SchedulerWorker:
             shard_id
             for shard_id, dispatcher in dispatchers.items()
             if dispatcher.failing_for() > longer_than
-        )
-
-    def _new_producer(self) -> RenewingProducer:
-        timeout_ms = round(self.dispatch.publish_timeout * 1000)
-        return RenewingProducer(
-            lambda: BatchProducer(
-                bootstrap=self.kafka_bootstrap,
-                client_id=f"scheduler-{self.worker_id}",
-                config={"message.timeout.ms": timeout_ms},
-            ),
-            close_timeout=self.dispatch.publish_timeout,
         )
 
     # --- ShardOwnership callbacks (on the recipe's thread) ------------------------------

@@ -22,10 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SETTINGS = REPO / "jobsvc" / "settings.py"
 GUNICORN = REPO / "deploy" / "gunicorn.conf.py"
-COMMANDS = (
-    REPO / "scheduler_worker" / "management" / "commands" / "run_scheduler.py",
-    REPO / "executor_worker" / "management" / "commands" / "run_executor.py",
-)
+COMMANDS = (REPO / "jobsvc" / "worker_process.py",)
 COMMAND = "python -m tools.configuration_doc > docs/configuration.md"
 
 KINDS = {
@@ -168,7 +165,8 @@ def gunicorn_variables(path: Path = GUNICORN) -> Iterator[Variable]:
 
 
 def command_variables(paths: tuple[Path, ...] = COMMANDS) -> Iterator[Variable]:
-    """``os.environ.get("JOBSVC_...")`` in the workers' commands, with their option's help."""
+    """``os.environ.get("JOBSVC_...")`` in what the workers' commands share, with the option's
+    help."""
     seen = set()
     for path in paths:
         for node in ast.walk(ast.parse(path.read_text())):

@@ -37,6 +37,18 @@ class RenewingProducer:
         self._renewed_at = time.monotonic()
         self._lock = threading.Lock()
 
+    @classmethod
+    def publishing_within(
+        cls, timeout: float, *, bootstrap: str, client_id: str
+    ) -> RenewingProducer:
+        """Producers whose messages fail when the broker has not acknowledged them within
+        ``timeout`` seconds (their owner sends them again)."""
+        config = {"message.timeout.ms": round(timeout * 1000)}
+        return cls(
+            lambda: BatchProducer(bootstrap=bootstrap, client_id=client_id, config=config),
+            close_timeout=timeout,
+        )
+
     def send(
         self,
         topic: str,

@@ -21,10 +21,9 @@ def received_job(
     handler: str = "noop",
     due_in: float = -1.0,
     weight: float = 1.0,
-    topic: str = "",
 ) -> Received:
     """A message of a new job of ``user``, due ``due_in`` seconds from now (default: a
-    second ago), read from ``topic``."""
+    second ago)."""
     now = datetime.now(UTC)
     job = JobMessage(
         job_id=f"{next(_ids):027d}",
@@ -37,7 +36,7 @@ def received_job(
         handler=handler,
         weight=weight,
     )
-    return Received(partition=0, offset=next(_offsets), value=job.encode(), topic=topic)
+    return Received(partition=0, offset=next(_offsets), value=job.encode())
 
 
 def attempt_of(message: JobMessage, *, timeout: float = 10.0) -> Attempt:

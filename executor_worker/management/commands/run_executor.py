@@ -7,10 +7,6 @@ waits: without ZooKeeper the executor runs its jobs, and registers once it conne
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
@@ -18,14 +14,10 @@ from coordination.client import connect_in_background, disconnect
 from coordination.executors import ExecutorRegistration
 from executor_worker.runner import AttemptRunner
 from executor_worker.worker import ExecutorConfig, ExecutorWorker
-from jobsvc.gc_tuning import tune_garbage_collector
 from jobsvc.handlers.errors import HandlerConfigError
 from jobsvc.handlers.setup import registry_from_settings
-from jobsvc.logs import WORKER_ID_ENV
-from jobsvc.messaging.producer import BatchProducer
 from jobsvc.messaging.renewing_producer import RenewingProducer
-from jobsvc.messaging.topics import TopicsTooWeak, require_durable_topics
-from jobsvc.worker_endpoint import serve_worker_endpoint
+from jobsvc.worker_process import add_worker_id_argument, prepare_worker_process, run_worker
 from jobsvc.zookeeper import zookeeper_auth
 
 
@@ -33,24 +25,20 @@ class Command(BaseCommand):
     help = "Run an executor worker (one member of the executors' consumer group)."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument(
-            "--worker-id",
-            default=os.environ.get("JOBSVC_WORKER_ID") or f"{socket.gethostname()}-{os.getpid()}",
-            help="name of this executor in logs and Kafka client ids (default: host-pid)",
-        )
+        add_worker_id_argument(parser)
         parser.add_argument("--concurrency", type=int, default=settings.EXECUTOR_CONCURRENCY)
 
     def handle(self, *args, **options) -> None:
         if settings.RETRY_MAX_DELAY < settings.RETRY_BASE_DELAY:
             raise CommandError("JOBSVC_RETRY_MAX_DELAY_SECONDS is below the base delay")
         worker_id = options["worker_id"]
-        os.environ[WORKER_ID_ENV] = worker_id  # stamped on every log record
-        tune_garbage_collector(settings.GC_YOUNG_THRESHOLD)
-        try:
-            require_durable_topics(bootstrap=settings.KAFKA_BOOTSTRAP)
-        except TopicsTooWeak as exc:
-            raise CommandError(f"Kafka topics weaker than configured: {exc}") from exc
-        producer = _producer(worker_id)
+        prepare_worker_process(worker_id)
+        # Dead letters, and the kafka handler's messages.
+        producer = RenewingProducer.publishing_within(
+            settings.EXECUTOR_PUBLISH_TIMEOUT,
+            bootstrap=settings.KAFKA_BOOTSTRAP,
+            client_id=f"executor-{worker_id}",
+        )
         try:
             registry = registry_from_settings(producer=producer)
         except HandlerConfigError as exc:
@@ -74,34 +62,13 @@ class Command(BaseCommand):
             peers=registration,
         )
         registration.start()
-        if settings.EXECUTOR_METRICS_PORT:
-            serve_worker_endpoint(
-                port=settings.EXECUTOR_METRICS_PORT,
-                readiness=worker.readiness,
-                address=settings.WORKER_METRICS_BIND,
-            )
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: worker.stop())
-        try:
-            worker.run()  # on return, the group has taken its partitions back
+        try:  # on return, the group has taken its partitions back
+            run_worker(worker, metrics_port=settings.EXECUTOR_METRICS_PORT)
         finally:
             # Leave the cluster page after the consumer group: delete the node, then end
             # the session (which would take the node with it anyway).
             registration.stop()
             disconnect(zookeeper)
-
-
-def _producer(worker_id: str) -> RenewingProducer:
-    """What the executor publishes through: dead letters, and the kafka handler's messages."""
-    publish_timeout_ms = round(settings.EXECUTOR_PUBLISH_TIMEOUT * 1000)
-    return RenewingProducer(
-        lambda: BatchProducer(
-            bootstrap=settings.KAFKA_BOOTSTRAP,
-            client_id=f"executor-{worker_id}",
-            config={"message.timeout.ms": publish_timeout_ms},
-        ),
-        close_timeout=settings.EXECUTOR_PUBLISH_TIMEOUT,
-    )
 
 
 def _config(*, concurrency: int) -> ExecutorConfig:

@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import socket
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
-from jobsvc.gc_tuning import tune_garbage_collector
-from jobsvc.logs import WORKER_ID_ENV
-from jobsvc.messaging.topics import TopicsTooWeak, require_durable_topics
 from jobsvc.sharding.shards import shard_ids
-from jobsvc.worker_endpoint import serve_worker_endpoint
+from jobsvc.worker_process import add_worker_id_argument, prepare_worker_process, run_worker
 from jobsvc.zookeeper import zookeeper_auth
 from scheduler_worker.dispatch_config import DispatchConfig
 from scheduler_worker.worker import SchedulerWorker
@@ -26,22 +20,13 @@ class Command(BaseCommand):
     help = "Run a scheduler worker until SIGTERM or SIGINT."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument(
-            "--worker-id",
-            default=os.environ.get("JOBSVC_WORKER_ID") or f"{socket.gethostname()}-{os.getpid()}",
-            help="unique name of this worker in ZooKeeper (default: host-pid)",
-        )
+        add_worker_id_argument(parser)
         parser.add_argument(
             "--max-in-flight", type=int, default=settings.SCHEDULER_MAX_IN_FLIGHT_PER_SHARD
         )
 
     def handle(self, *args, **options) -> None:
-        os.environ[WORKER_ID_ENV] = options["worker_id"]  # stamped on every log record
-        tune_garbage_collector(settings.GC_YOUNG_THRESHOLD)
-        try:
-            require_durable_topics(bootstrap=settings.KAFKA_BOOTSTRAP)
-        except TopicsTooWeak as exc:
-            raise CommandError(f"Kafka topics weaker than configured: {exc}") from exc
+        prepare_worker_process(options["worker_id"])
         worker = SchedulerWorker(
             worker_id=options["worker_id"],
             shard_ids=list(shard_ids()),
@@ -65,12 +50,4 @@ class Command(BaseCommand):
             step_back_after=settings.SCHEDULER_STEP_BACK_AFTER,
             step_back_seconds=settings.SCHEDULER_STEP_BACK,
         )
-        if settings.SCHEDULER_METRICS_PORT:
-            serve_worker_endpoint(
-                port=settings.SCHEDULER_METRICS_PORT,
-                readiness=worker.readiness,
-                address=settings.WORKER_METRICS_BIND,
-            )
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: worker.stop())
-        worker.run()
+        run_worker(worker, metrics_port=settings.SCHEDULER_METRICS_PORT)
