@@ -19,6 +19,7 @@ from tools.chaos.faults import (
     run_faults,
     server_down,
 )
+from tools.chaos.full_disk import full_disk
 from tools.chaos.probes import BulkProbe, ProbeAnswer, answered_unavailable, unacknowledged
 from tools.chaos.runner import _bound_from, _may_pair
 from tools.chaos.workload import Created
@@ -38,6 +39,8 @@ def shard_restart() -> Fault:
         (shard_restart(), shard_restart(), False),  # one server
         (restart_broker(), shard_restart(), True),
         (kill("api"), pause("api"), False),
+        (full_disk("postgres-b"), kill("api"), False),  # its check asks the API
+        (full_disk("postgres-b"), kill("executor-0"), True),
     ],
 )
 def test_two_faults_run_at_once_only_on_different_processes_and_servers(first, second, allowed):

@@ -6,8 +6,9 @@ again at the heal, as `make run`'s process manager does (after 1 s). Heal times 
 recovery is measured from; for a failover it is the moment the promoted standby accepts
 writes.
 
-Each fault says what it disturbs (`targets`: app and server names), so that two faults
-run at once (`run_faults`) never act on the same process or server, and how its bound
+Each fault says what it disturbs (`targets`: app and server names, with those its check
+asks), so that two faults run at once (`run_faults`) never act on the same process or
+server, nor one on what the other's check asks, and how its bound
 counts (`takeover`): a fault of one worker (killed, paused, cut off, its clock off)
 leaves others able to do its work, so every job due during it must start within the
 bound of its due time; any other fault may hold jobs until it ends, so the bound counts
@@ -57,7 +58,7 @@ class Fault:
     inject: Callable[[System], object]  # returns a detail for the report, or None
     heal: Callable[[System], object]  # likewise
     hold: float  # seconds between inject and heal
-    targets: frozenset[str] = frozenset()  # apps and servers it acts on
+    targets: frozenset[str] = frozenset()  # apps and servers it acts on, or its check asks
     takeover: bool = False  # one worker's fault: the bound counts from the due time
     # (system, observers, injected_at): what the fault checks while it holds
     during: Callable[[System, Observers, float], list[Check]] | None = None

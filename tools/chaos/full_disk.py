@@ -40,7 +40,7 @@ def full_disk(server: str) -> Fault:
         inject=_fill,
         heal=_free,
         hold=DISK_FULL_SECONDS,
-        targets=frozenset({server}),
+        targets=frozenset({server, "api"}),  # its check asks the API
         during=_checks,
         during_after=PROBE_AFTER,
     )
