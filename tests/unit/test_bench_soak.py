@@ -87,6 +87,16 @@ def test_correlation_is_pearsons_r_over_the_minutes_known_in_both():
     assert soak_numbers.correlation([10, 10, 10], [1.0, 1.2, 1.4]) is None  # no variation
 
 
+def test_drift_is_the_p99_trend_from_minute_2_and_the_load_generators_cpu_later_over_earlier():
+    result = {
+        "per_minute": {"started_minus_due_ms": _minutes(50, 10, 12, 14, 16)},
+        "cpu_cores": {"loadgen": [0.5, 0.10, 0.10, 0.12, 0.12]},
+    }
+    # Minute 1 counts in neither: its p99 and CPU are start-up's.
+    assert soak_numbers.drift(result) == {"p99_trend_ms": 6.0, "loadgen_cpu": 1.2}
+    assert soak_numbers.later_over_earlier([0.5, 0.1]) is None  # one minute from minute 2
+
+
 def _minutes(*p99s):
     return [{"jobs": 10, "p50_ms": 1, "p99_ms": p99, "max_ms": p99} for p99 in p99s]
 

@@ -542,6 +542,10 @@ def _cell(value, digits: int = 0) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
+def _signed(value) -> str:
+    return "-" if value is None else f"{value:+,.1f}"
+
+
 def soak_markdown(result: dict) -> str:
     """A row per minute, then the checks."""
     per_minute, memory_by_role, tables = (
@@ -578,6 +582,7 @@ def soak_markdown(result: dict) -> str:
         checks["worker_rss"],
         checks["every_job_ran"],
     )
+    drifted = soak_numbers.drift(result)
     lines += [
         "",
         f"**{'Passed' if result['passed'] else 'Failed'}.** "
@@ -595,7 +600,11 @@ def soak_markdown(result: dict) -> str:
         "",
         "Cores busy: the whole machine's, which the stack and the load generator share. "
         "Correlation of a minute's p99 lateness with them: "
-        f"{_cell(soak_numbers.p99_follows_busy_cores(result), 2)} (Pearson's r).",
+        f"{_cell(soak_numbers.p99_follows_busy_cores(result), 2)} (Pearson's r). "
+        f"From minute 2 on, p99 lateness moved {_signed(drifted['p99_trend_ms'])} ms "
+        "(slope x span), and the load generator's CPU, for the same work every minute, "
+        f"was x{_cell(drifted['loadgen_cpu'], 2)} in the later half of the minutes against "
+        "the earlier half: the machine's speed moving shows there.",
         "",
         "Memory is PSS (shared pages split between the processes that map them), summed "
         "over a server's processes; the growth test leaves out shared memory (PostgreSQL's "

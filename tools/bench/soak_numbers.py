@@ -13,6 +13,8 @@ memory samples, and the pass/fail tests. Pure functions, no servers.
 - How closely lateness follows the machine's load: the correlation of each minute's p99
   with the cores busy in it, reported, not tested. On a machine shared by the whole stack
   the tail of start - due is mostly time waiting for a core.
+- Whether lateness drifted over the run, and whether the machine's speed did
+  (``drift``): reported, not tested.
 - The load is held when every minute's jobs were created at ``RATE_HELD`` of the rate or
   more: a minute the load generator fell behind in did not measure the design peak.
 
@@ -35,6 +37,7 @@ GROWTH_TOLERANCE = 0.10  # of the level: the most a process may grow over the ru
 WORKER_RSS_LIMIT_MIB = 150.0  # each scheduler and executor process, at its peak
 RATE_HELD = 0.98  # of the rate: every minute's created/s at least this
 REFERENCE_MINUTE = 1  # index of minute 2: the first after start-up
+LOADGEN = "loadgen"  # the load generator's share of the CPU (tools.bench.stack_cpu)
 
 
 def merge_histograms(rows: Iterable[tuple[int, int, int]]) -> dict[int, dict[int, int]]:
@@ -197,3 +200,25 @@ def p99_follows_busy_cores(result: Mapping) -> float | None:
     in each minute (None without both)."""
     p99s = [row["p99_ms"] for row in result["per_minute"]["started_minus_due_ms"]]
     return correlation(p99s, result.get("cpu_cores", {}).get(StackCpu.MACHINE, []))
+
+
+def later_over_earlier(levels: Sequence[float | None]) -> float | None:
+    """The mean of the later half of the levels from minute 2 on over the mean of the
+    earlier half (None for fewer than two such levels, or an earlier mean of 0)."""
+    known = [level for level in levels[REFERENCE_MINUTE:] if level is not None]
+    half = len(known) // 2
+    if half == 0 or not statistics.mean(known[:half]):
+        return None
+    return round(statistics.mean(known[half:]) / statistics.mean(known[:half]), 2)
+
+
+def drift(result: Mapping) -> dict:
+    """Reported, not tested: how a soak's lateness and its machine's speed moved over it.
+
+    ``p99_trend_ms``: the minutes' p99 lateness from minute 2 on, slope x span (as the
+    memory growth test measures). ``loadgen_cpu``: the load generator's CPU in the later
+    half of those minutes over the earlier half. It does the same work every minute and
+    touches no table, so a change there is the machine's speed changing, not the work."""
+    p99s = [row["p99_ms"] for row in result["per_minute"]["started_minus_due_ms"]]
+    loadgen = result.get("cpu_cores", {}).get(LOADGEN, [])
+    return {"p99_trend_ms": growth(p99s)["growth"], "loadgen_cpu": later_over_earlier(loadgen)}
