@@ -207,9 +207,10 @@ def later_over_earlier(levels: Sequence[float | None]) -> float | None:
     earlier half (None for fewer than two such levels, or an earlier mean of 0)."""
     known = [level for level in levels[REFERENCE_MINUTE:] if level is not None]
     half = len(known) // 2
-    if half == 0 or not statistics.mean(known[:half]):
+    earlier = statistics.mean(known[:half]) if half else 0
+    if not earlier:
         return None
-    return round(statistics.mean(known[half:]) / statistics.mean(known[:half]), 2)
+    return round(statistics.mean(known[half:]) / earlier, 2)
 
 
 def drift(result: Mapping) -> dict:

@@ -203,7 +203,8 @@ class System:
     def shards_off(self, server) -> list[int]:
         """The shards on the other servers."""
         assert self.stack is not None
-        return [i for i in range(self.stack.shards) if i not in self.shards_on(server)]
+        on = set(self.shards_on(server))
+        return [i for i in range(self.stack.shards) if i not in on]
 
     def ensure_topics(self) -> None:
         """Create the topics the workers use, where missing (idempotent)."""
