@@ -1,7 +1,7 @@
 """A shard's jobs in flight (published, not finished yet) per user, and each user's room.
 
 Each user with jobs due may have its weighted share of the shard's limit in flight:
-``ceil(max_in_flight * weight / total weight of the due users)``, at least one job. Its
+``ceil(limit * weight / total weight of the due users)``, at least one job. Its
 room is that share less what it has in flight; the rest of its due jobs wait in
 PostgreSQL. This is how the scheduler *supplies* the executors, which decide the order
 jobs start in (executor_worker.start_order): every backlogged user has jobs at every
@@ -15,11 +15,19 @@ beside a flood) goes to the users who filled theirs, by weight, as long as the s
 total stays within the limit (``spare``): the limit is shared, not split.
 
 The limit sizes the shares; it does not cap every job in flight. A user's jobs beyond its
-share (it had the whole limit before a newcomer came due), and the jobs still in flight
-of a user with none due any more, are over it until the executors finish them: in
-``fairness_webhooks``, a shard held 2,858 jobs for seconds after the heaviest user's last
-due job there was claimed. Counting a user with none due against the others' shares would
-let its jobs stuck at a dead executor (until its partitions move) hold everyone back.
+share (it had the whole limit before a newcomer came due, or the limit fell), and the jobs
+still in flight of a user with none due any more, are over it until the executors finish
+them. Counting a user with none due against the others' shares would let its jobs stuck at
+a dead executor (until its partitions move) hold everyone back.
+
+The limit is in seconds of work (``seconds_of_work``): the rate the shard's jobs finish
+(``FinishRate``) times that many seconds, from ``MIN_LIMIT`` up to ``max_in_flight``. A
+count alone is a different wait for different jobs: the default maximum is half a second
+of no-op jobs and several seconds of webhook jobs. The longer the executors hold a user's
+last jobs, the further their start rates drift apart before those run out, and the more
+that user's share falls in the second before its last start (docs/design/fairness.md).
+Jobs due at a steady rate spend about the dispatch-ahead time in flight; a limit below
+that sends them closer to their due time.
 
 The count is also kept per partition of the jobs topic (``held``): how many of a user's
 jobs each partition's executor has not finished yet, so that new jobs go where they are
@@ -43,6 +51,8 @@ from scheduler_worker.shard_store import ClaimedJob, ShardStore
 from scheduler_worker.weights import weight_of
 
 RECOUNT_INTERVAL = 0.1  # seconds between counts of the shard's jobs in flight
+MIN_LIMIT = 100  # jobs a shard may have in flight whatever its finish rate (and at start)
+RATE_WINDOW = 1.0  # seconds over which the finish rate is smoothed
 
 
 class ShardInFlight:
@@ -51,16 +61,26 @@ class ShardInFlight:
         *,
         store: ShardStore,
         max_in_flight: int,
+        seconds_of_work: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.max_in_flight = max_in_flight
+        self.seconds_of_work = seconds_of_work  # 0: the limit is max_in_flight
+        self.finish_rate = FinishRate()
         self._clock = clock
         self._label = str(store.shard_id)
         # As last counted, plus claimed since: per user, and per user and partition.
         self._by_user: Counter[int] = Counter()
         self._by_partition: Counter[tuple[int, int | None]] = Counter()
         self._recount_at = -math.inf
+
+    def limit(self) -> int:
+        """How many of the shard's jobs may be in flight now, shared by weight."""
+        if not self.seconds_of_work:
+            return self.max_in_flight
+        work = math.ceil(self.finish_rate.per_second * self.seconds_of_work)
+        return min(self.max_in_flight, max(MIN_LIMIT, work))
 
     def rooms(self, users: Iterable[int], weights: dict[int, float]) -> dict[int, int]:
         """Per due user: how many more of its jobs may be in flight now (0 or more)."""
@@ -70,8 +90,7 @@ class ShardInFlight:
         return {
             user: max(
                 0,
-                math.ceil(self.max_in_flight * weight_of(weights, user) / total)
-                - self._by_user[user],
+                math.ceil(self.limit() * weight_of(weights, user) / total) - self._by_user[user],
             )
             for user in users
         }
@@ -80,7 +99,7 @@ class ShardInFlight:
         """The room under the shard's limit that nobody's share holds now, shared by weight
         among ``users`` (those who filled their rooms this round); rounded up."""
         users = list(users)
-        left = self.max_in_flight - self._by_user.total()
+        left = self.limit() - self._by_user.total()
         if left <= 0 or not users:
             return {}
         total = sum(weight_of(weights, user) for user in users)
@@ -103,9 +122,28 @@ class ShardInFlight:
         now = self._clock()
         if now < self._recount_at:
             return
+        expected = self._by_user.total()  # as last counted, plus claimed since
         self._by_partition = Counter(self.store.in_flight())
         self._by_user = Counter()
         for (user, _), count in self._by_partition.items():
             self._by_user[user] += count
+        self.finish_rate.observe(max(0, expected - self._by_user.total()), now)
         self._recount_at = now + RECOUNT_INTERVAL
         metrics.IN_FLIGHT.labels(self._label).set(self._by_user.total())
+        metrics.IN_FLIGHT_LIMIT.labels(self._label).set(self.limit())
+
+
+class FinishRate:
+    """Jobs finished per second, smoothed over about ``RATE_WINDOW`` seconds."""
+
+    def __init__(self) -> None:
+        self.per_second = 0.0
+        self._observed_at: float | None = None
+
+    def observe(self, finished: int, now: float) -> None:
+        """``finished`` jobs since the last observation (none is counted at the first)."""
+        if self._observed_at is not None and now > self._observed_at:
+            elapsed = now - self._observed_at
+            weight = 1.0 - math.exp(-elapsed / RATE_WINDOW)
+            self.per_second += weight * (finished / elapsed - self.per_second)
+        self._observed_at = now

@@ -85,7 +85,12 @@ class ShardRounds:
         self.publisher = ShardPublisher(store=store, producer=producer, config=config)
         self._dealer = PartitionDealer()
         self._backlogged = BackloggedGauges(shard_id=store.shard_id)
-        self.in_flight = ShardInFlight(store=store, max_in_flight=config.max_in_flight, clock=clock)
+        self.in_flight = ShardInFlight(
+            store=store,
+            max_in_flight=config.max_in_flight,
+            seconds_of_work=config.in_flight_seconds,
+            clock=clock,
+        )
 
     # --- control, from any thread -----------------------------------------------------
 

@@ -47,6 +47,7 @@ SCHEDULER_METRICS = (
     Metric("jobsvc_due_backlog_jobs", "gauge", ("shard",)),
     Metric("jobsvc_oldest_due_job_age_seconds", "gauge", ("shard",)),
     Metric("jobsvc_in_flight_jobs", "gauge", ("shard",)),
+    Metric("jobsvc_in_flight_limit_jobs", "gauge", ("shard",)),
     Metric("jobsvc_shard_owned", "gauge", ("shard",)),
     Metric("jobsvc_shards_configured", "gauge"),
     Metric("jobsvc_shard_dispatch_failing", "gauge", ("shard",)),

@@ -32,7 +32,8 @@ pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 # A small in-flight limit: dispatch is the executor's pace, so the users compete for every
 # slot, as a backlog does in production.
 CONTENDED = ("--max-in-flight", "40")
-UNLIMITED = ("--max-in-flight", "100000000")  # a scheduler alone, publishing all it may
+# A scheduler alone, publishing all it may (no executor finishes what it sends).
+UNLIMITED = ("--max-in-flight", "100000000", "--in-flight-seconds", "0")
 SHARE_TOLERANCE = 0.05  # absolute, on a share of dispatches (the "within 5%")
 
 

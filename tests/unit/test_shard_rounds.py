@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from scheduler_worker.dispatch_config import DispatchConfig
 from scheduler_worker.errors import MessagesNotAcknowledged
-from scheduler_worker.in_flight import RECOUNT_INTERVAL
+from scheduler_worker.in_flight import MIN_LIMIT, RECOUNT_INTERVAL, FinishRate
 from scheduler_worker.shard_rounds import ShardRounds, round_quotas
 from scheduler_worker.shard_store import ClaimedJob
 from scheduler_worker.weights import weight_of
@@ -122,7 +122,9 @@ class Clock:
         self.now += RECOUNT_INTERVAL
 
 
-def rounds_of(shard, weights=None, *, max_in_flight=700, producer=None, clock=None):
+def rounds_of(
+    shard, weights=None, *, max_in_flight=700, in_flight_seconds=0.0, producer=None, clock=None
+):
     rounds = ShardRounds(
         store=shard,
         producer=producer or RecordingProducer(),
@@ -130,6 +132,7 @@ def rounds_of(shard, weights=None, *, max_in_flight=700, producer=None, clock=No
             topic="jobs",
             dead_letter_topic="dead",
             max_in_flight=max_in_flight,
+            in_flight_seconds=in_flight_seconds,
             poll_interval=0.01,
             queued_timeout=60.0,
             sweep_interval=1.0,
@@ -240,6 +243,40 @@ def test_a_round_claims_at_most_its_maximum_shared_by_the_rooms():
 @pytest.mark.parametrize("weight", [0.0, -1.0, float("inf"), float("nan")])
 def test_a_weight_that_is_not_a_positive_finite_number_counts_as_the_default(weight):
     assert weight_of({1: weight}, 1) == weight_of({}, 1)
+
+
+def flying_after(seconds: float, *, finishing_per_count: int, max_in_flight: int) -> int:
+    """Jobs in flight after ``seconds`` of rounds at one second of work, while executors
+    finish ``finishing_per_count`` of them between counts."""
+    shard, clock = InMemoryShard(), Clock()
+    shard.add(1, FLOOD)
+    rounds = rounds_of(shard, max_in_flight=max_in_flight, in_flight_seconds=1.0, clock=clock)
+    for _ in range(round(seconds / RECOUNT_INTERVAL)):
+        rounds.dispatch_round()
+        shard.finish(1, finishing_per_count)
+        clock.recount()
+    rounds.dispatch_round()
+    return shard.flying[1]
+
+
+def test_a_shard_keeps_in_flight_what_its_executors_finish_in_a_second_of_work():
+    # 30 jobs a count, 300 jobs/s
+    assert flying_after(6.0, finishing_per_count=30, max_in_flight=2000) == pytest.approx(
+        300, rel=0.05
+    )
+
+
+def test_a_shard_keeps_at_most_its_maximum_and_at_least_the_minimum_in_flight():
+    assert flying_after(6.0, finishing_per_count=500, max_in_flight=2000) == 2000
+    assert flying_after(6.0, finishing_per_count=0, max_in_flight=2000) == MIN_LIMIT
+
+
+def test_the_finish_rate_follows_a_change_within_a_few_seconds():
+    rate, now = FinishRate(), 0.0
+    for finished in [100] * 30 + [20] * 50:  # 1,000 jobs/s for 3 s, then 200 for 5 s
+        rate.observe(finished, now)
+        now += RECOUNT_INTERVAL
+    assert rate.per_second == pytest.approx(200, rel=0.05)
 
 
 def test_a_user_s_jobs_go_to_the_partitions_whose_executors_started_more_of_them():

@@ -293,7 +293,12 @@ def run_throughput(context) -> dict:
             env,
             schedulers=1,
             executors=0,
-            scheduler_args=("--max-in-flight", str(UNLIMITED_IN_FLIGHT)),
+            scheduler_args=(
+                "--max-in-flight",
+                str(UNLIMITED_IN_FLIGHT),
+                "--in-flight-seconds",
+                "0",
+            ),
         ) as workers:
             _wait(
                 lambda: not _any("status = 'scheduled'"),

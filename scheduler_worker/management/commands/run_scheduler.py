@@ -24,6 +24,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--max-in-flight", type=int, default=settings.SCHEDULER_MAX_IN_FLIGHT_PER_SHARD
         )
+        parser.add_argument(
+            "--in-flight-seconds", type=float, default=settings.SCHEDULER_IN_FLIGHT_SECONDS
+        )
 
     def handle(self, *args, **options) -> None:
         prepare_worker_process(options["worker_id"])
@@ -42,6 +45,7 @@ class Command(BaseCommand):
                 poll_interval=settings.SCHEDULER_POLL_INTERVAL,
                 queued_timeout=settings.SCHEDULER_QUEUED_TIMEOUT,
                 dispatch_ahead=settings.SCHEDULER_DISPATCH_AHEAD,
+                in_flight_seconds=options["in_flight_seconds"],
                 sweep_interval=settings.SCHEDULER_SWEEP_INTERVAL,
                 publish_timeout=settings.SCHEDULER_PUBLISH_TIMEOUT,
             ),
