@@ -17,6 +17,4 @@ class DispatchConfig:
     # Seconds before its due time a job may be dispatched; the executor holds it until it
     # is due. 0: only jobs already due.
     dispatch_ahead: float = 0.0
-    # Seconds of work a shard keeps in flight: its finish rate times this, up to
-    # max_in_flight. 0: max_in_flight always.
-    in_flight_seconds: float = 0.0
+    in_flight_seconds: float = 0.0  # the limit: finish rate x this, up to max_in_flight; 0: max

@@ -1,42 +1,31 @@
 """A shard's jobs in flight (published, not finished yet) per user, and each user's room.
 
-Each user with jobs due may have its weighted share of the shard's limit in flight:
-``ceil(limit * weight / total weight of the due users)``, at least one job. Its
-room is that share less what it has in flight; the rest of its due jobs wait in
-PostgreSQL. This is how the scheduler *supplies* the executors, which decide the order
-jobs start in (executor_worker.start_order): every backlogged user has jobs at every
-executor in proportion to its weight, so none runs dry there while others do not, and a
-user with nothing in flight (a newcomer beside a flood) has room at once. A user's jobs
-in flight beyond its share (others became due since) are not taken back; it gets no more
-until its executors have started enough of them.
+The scheduler *supplies* the executors, which decide the order jobs start in
+(executor_worker.start_order; docs/design/fairness.md). Each user with jobs due may have
+its weighted share of the shard's limit in flight, ``ceil(limit * weight / total weight
+of the due users)``, at least one job; the rest of its due jobs wait in PostgreSQL. So
+every backlogged user has jobs at every executor in proportion to its weight, and a user
+with nothing in flight (a newcomer beside a flood) has room at once. Room that users
+leave unused goes to those who filled theirs, by weight, within the limit (``spare``).
 
-Room that users leave unused (they have fewer jobs due than their share: a steady stream
-beside a flood) goes to the users who filled theirs, by weight, as long as the shard's
-total stays within the limit (``spare``): the limit is shared, not split.
+The limit sizes the shares; it takes nothing back. A user's jobs beyond its share (others
+came due since, or the limit fell), and those of a user with none due any more, stay in
+flight until the executors finish them: counted against the others' shares, jobs stuck
+at a dead executor (until its partitions move) would hold everyone back.
 
-The limit sizes the shares; it does not cap every job in flight. A user's jobs beyond its
-share (it had the whole limit before a newcomer came due, or the limit fell), and the jobs
-still in flight of a user with none due any more, are over it until the executors finish
-them. Counting a user with none due against the others' shares would let its jobs stuck at
-a dead executor (until its partitions move) hold everyone back.
+The limit is in seconds of work: the rate the shard's jobs finish (``finish_rate``) times
+``seconds_of_work``, from ``MIN_LIMIT`` up to ``max_in_flight``. The longer the executors
+hold a user's last jobs, the further their start rates drift apart before those run out,
+and the more its share falls in the second before its last start; a count of jobs is half
+a second of no-op jobs but several seconds of webhook jobs. Jobs due at a steady rate
+spend about the dispatch-ahead time in flight: a shorter limit sends them closer to their
+due time.
 
-The limit is in seconds of work (``seconds_of_work``): the rate the shard's jobs finish
-(``FinishRate``) times that many seconds, from ``MIN_LIMIT`` up to ``max_in_flight``. A
-count alone is a different wait for different jobs: the default maximum is half a second
-of no-op jobs and several seconds of webhook jobs. The longer the executors hold a user's
-last jobs, the further their start rates drift apart before those run out, and the more
-that user's share falls in the second before its last start (docs/design/fairness.md).
-Jobs due at a steady rate spend about the dispatch-ahead time in flight; a limit below
-that sends them closer to their due time.
-
-The count is also kept per partition of the jobs topic (``held``): how many of a user's
-jobs each partition's executor has not finished yet, so that new jobs go where they are
-started soonest (scheduler_worker.partition_deal).
-
-The count reads every queued and running row of the shard, so it is made at most every
-``RECOUNT_INTERVAL``; in between, it is the last count plus the jobs claimed since. Jobs
-that finished meanwhile are seen at the next count, so a stale count never lets a user
-past its share. Owned by the shard's dispatch thread.
+The count is kept per partition too (``held``), so that new jobs go where they are started
+soonest (scheduler_worker.partition_deal). It reads every queued and running row, so it
+is made at most every ``RECOUNT_INTERVAL``; in between it is the last count plus the jobs
+claimed since, so a stale count never lets a user past its share. Owned by the shard's
+dispatch thread.
 """
 
 from __future__ import annotations
@@ -67,19 +56,19 @@ class ShardInFlight:
         self.store = store
         self.max_in_flight = max_in_flight
         self.seconds_of_work = seconds_of_work  # 0: the limit is max_in_flight
-        self.finish_rate = FinishRate()
+        self.finish_rate = 0.0  # jobs a second, smoothed over about RATE_WINDOW seconds
         self._clock = clock
         self._label = str(store.shard_id)
         # As last counted, plus claimed since: per user, and per user and partition.
         self._by_user: Counter[int] = Counter()
         self._by_partition: Counter[tuple[int, int | None]] = Counter()
-        self._recount_at = -math.inf
+        self._recount_at = self._counted_at = -math.inf
 
     def limit(self) -> int:
         """How many of the shard's jobs may be in flight now, shared by weight."""
         if not self.seconds_of_work:
             return self.max_in_flight
-        work = math.ceil(self.finish_rate.per_second * self.seconds_of_work)
+        work = math.ceil(self.finish_rate * self.seconds_of_work)
         return min(self.max_in_flight, max(MIN_LIMIT, work))
 
     def rooms(self, users: Iterable[int], weights: dict[int, float]) -> dict[int, int]:
@@ -115,9 +104,6 @@ class ShardInFlight:
             self._by_user[job.user_id] += 1
             self._by_partition[job.user_id, job.partition] += 1
 
-    def total(self) -> int:
-        return self._by_user.total()
-
     def _recount(self) -> None:
         now = self._clock()
         if now < self._recount_at:
@@ -127,23 +113,10 @@ class ShardInFlight:
         self._by_user = Counter()
         for (user, _), count in self._by_partition.items():
             self._by_user[user] += count
-        self.finish_rate.observe(max(0, expected - self._by_user.total()), now)
-        self._recount_at = now + RECOUNT_INTERVAL
+        finished, elapsed = max(0, expected - self._by_user.total()), now - self._counted_at
+        if elapsed > 0:  # the first count (elapsed infinite) gives a rate of 0
+            weight = 1.0 - math.exp(-elapsed / RATE_WINDOW)
+            self.finish_rate += weight * (finished / elapsed - self.finish_rate)
+        self._recount_at, self._counted_at = now + RECOUNT_INTERVAL, now
         metrics.IN_FLIGHT.labels(self._label).set(self._by_user.total())
         metrics.IN_FLIGHT_LIMIT.labels(self._label).set(self.limit())
-
-
-class FinishRate:
-    """Jobs finished per second, smoothed over about ``RATE_WINDOW`` seconds."""
-
-    def __init__(self) -> None:
-        self.per_second = 0.0
-        self._observed_at: float | None = None
-
-    def observe(self, finished: int, now: float) -> None:
-        """``finished`` jobs since the last observation (none is counted at the first)."""
-        if self._observed_at is not None and now > self._observed_at:
-            elapsed = now - self._observed_at
-            weight = 1.0 - math.exp(-elapsed / RATE_WINDOW)
-            self.per_second += weight * (finished / elapsed - self.per_second)
-        self._observed_at = now

@@ -30,9 +30,7 @@ OLDEST_DUE_AGE = Gauge(
     ["shard"],
 )
 IN_FLIGHT = Gauge("jobsvc_in_flight_jobs", "Jobs published but not finished", ["shard"])
-IN_FLIGHT_LIMIT = Gauge(
-    "jobsvc_in_flight_limit_jobs", "Jobs a shard may have in flight now", ["shard"]
-)
+IN_FLIGHT_LIMIT = Gauge("jobsvc_in_flight_limit_jobs", "Jobs a shard may have in flight", ["shard"])
 SHARD_OWNED = Gauge("jobsvc_shard_owned", "1 while this worker owns the shard", ["shard"])
 SHARDS_CONFIGURED = Gauge("jobsvc_shards_configured", "Shards in the pool")
 SHARD_FAILING = Gauge(

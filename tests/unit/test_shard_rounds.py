@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from scheduler_worker.dispatch_config import DispatchConfig
 from scheduler_worker.errors import MessagesNotAcknowledged
-from scheduler_worker.in_flight import MIN_LIMIT, RECOUNT_INTERVAL, FinishRate
+from scheduler_worker.in_flight import MIN_LIMIT, RECOUNT_INTERVAL
 from scheduler_worker.shard_rounds import ShardRounds, round_quotas
 from scheduler_worker.shard_store import ClaimedJob
 from scheduler_worker.weights import weight_of
@@ -245,38 +245,32 @@ def test_a_weight_that_is_not_a_positive_finite_number_counts_as_the_default(wei
     assert weight_of({1: weight}, 1) == weight_of({}, 1)
 
 
-def flying_after(seconds: float, *, finishing_per_count: int, max_in_flight: int) -> int:
-    """Jobs in flight after ``seconds`` of rounds at one second of work, while executors
-    finish ``finishing_per_count`` of them between counts."""
+def flying_after(*phases: tuple[float, int], max_in_flight: int = 2000) -> int:
+    """Jobs in flight after rounds at one second of work, through ``phases`` of (seconds,
+    jobs the executors finish between counts)."""
     shard, clock = InMemoryShard(), Clock()
     shard.add(1, FLOOD)
     rounds = rounds_of(shard, max_in_flight=max_in_flight, in_flight_seconds=1.0, clock=clock)
-    for _ in range(round(seconds / RECOUNT_INTERVAL)):
-        rounds.dispatch_round()
-        shard.finish(1, finishing_per_count)
-        clock.recount()
+    for seconds, finishing_per_count in phases:
+        for _ in range(round(seconds / RECOUNT_INTERVAL)):
+            rounds.dispatch_round()
+            shard.finish(1, finishing_per_count)
+            clock.recount()
     rounds.dispatch_round()
     return shard.flying[1]
 
 
 def test_a_shard_keeps_in_flight_what_its_executors_finish_in_a_second_of_work():
-    # 30 jobs a count, 300 jobs/s
-    assert flying_after(6.0, finishing_per_count=30, max_in_flight=2000) == pytest.approx(
-        300, rel=0.05
-    )
+    assert flying_after((6.0, 30)) == pytest.approx(300, rel=0.05)  # 300 jobs/s
 
 
 def test_a_shard_keeps_at_most_its_maximum_and_at_least_the_minimum_in_flight():
-    assert flying_after(6.0, finishing_per_count=500, max_in_flight=2000) == 2000
-    assert flying_after(6.0, finishing_per_count=0, max_in_flight=2000) == MIN_LIMIT
+    assert flying_after((6.0, 500)) == 2000
+    assert flying_after((6.0, 0)) == MIN_LIMIT
 
 
-def test_the_finish_rate_follows_a_change_within_a_few_seconds():
-    rate, now = FinishRate(), 0.0
-    for finished in [100] * 30 + [20] * 50:  # 1,000 jobs/s for 3 s, then 200 for 5 s
-        rate.observe(finished, now)
-        now += RECOUNT_INTERVAL
-    assert rate.per_second == pytest.approx(200, rel=0.05)
+def test_the_jobs_in_flight_follow_a_change_of_the_finish_rate_within_seconds():
+    assert flying_after((3.0, 100), (6.0, 20)) == pytest.approx(200, rel=0.05)
 
 
 def test_a_user_s_jobs_go_to_the_partitions_whose_executors_started_more_of_them():
