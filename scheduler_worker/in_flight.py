@@ -75,12 +75,9 @@ class ShardInFlight:
         """Per due user: how many more of its jobs may be in flight now (0 or more)."""
         users = list(users)
         self._recount()
-        total = sum(weight_of(weights, user) for user in users)
+        limit, total = self.limit(), sum(weight_of(weights, user) for user in users)
         return {
-            user: max(
-                0,
-                math.ceil(self.limit() * weight_of(weights, user) / total) - self._by_user[user],
-            )
+            user: max(0, math.ceil(limit * weight_of(weights, user) / total) - self._by_user[user])
             for user in users
         }
 

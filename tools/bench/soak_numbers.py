@@ -198,8 +198,7 @@ def correlation(xs: Sequence[float | None], ys: Sequence[float | None]) -> float
 def p99_follows_busy_cores(result: Mapping) -> float | None:
     """Pearson's r of a soak result's per-minute p99 lateness and the machine's busy cores
     in each minute (None without both)."""
-    p99s = [row["p99_ms"] for row in result["per_minute"]["started_minus_due_ms"]]
-    return correlation(p99s, result.get("cpu_cores", {}).get(StackCpu.MACHINE, []))
+    return correlation(_minute_p99s(result), result.get("cpu_cores", {}).get(StackCpu.MACHINE, []))
 
 
 def later_over_earlier(levels: Sequence[float | None]) -> float | None:
@@ -220,6 +219,13 @@ def drift(result: Mapping) -> dict:
     memory growth test measures). ``loadgen_cpu``: the load generator's CPU in the later
     half of those minutes over the earlier half. It does the same work every minute and
     touches no table, so a change there is the machine's speed changing, not the work."""
-    p99s = [row["p99_ms"] for row in result["per_minute"]["started_minus_due_ms"]]
     loadgen = result.get("cpu_cores", {}).get(LOADGEN, [])
-    return {"p99_trend_ms": growth(p99s)["growth"], "loadgen_cpu": later_over_earlier(loadgen)}
+    return {
+        "p99_trend_ms": growth(_minute_p99s(result))["growth"],
+        "loadgen_cpu": later_over_earlier(loadgen),
+    }
+
+
+def _minute_p99s(result: Mapping) -> list[float | None]:
+    """Each minute's p99 of started - due, in ms."""
+    return [row["p99_ms"] for row in result["per_minute"]["started_minus_due_ms"]]
