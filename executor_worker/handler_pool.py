@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import math
 import queue
 import time
 from collections import defaultdict
@@ -98,9 +97,6 @@ class HandlerPool:
         for job, _ in self._running.values():
             by_shard[job.shard_id].append(job.key)
         return dict(by_shard)
-
-    def next_deadline(self) -> float:
-        return self._deadlines[0][0] if self._deadlines else math.inf
 
     def shutdown(self) -> None:
         """Stop taking attempts; threads still running are left to finish (daemon)."""

@@ -210,13 +210,15 @@ class SchedulerWorker:
         return True
 
     def _failing_shards(self, longer_than: float) -> list[int]:
-        with self._lock:
-            dispatchers = dict(self._dispatchers)
         return sorted(
             shard_id
-            for shard_id, dispatcher in dispatchers.items()
+            for shard_id, dispatcher in self._current_dispatchers().items()
             if dispatcher.failing_for() > longer_than
         )
+
+    def _current_dispatchers(self) -> dict[int, ShardDispatcher]:
+        with self._lock:
+            return dict(self._dispatchers)
 
     # --- ShardOwnership callbacks (on the recipe's thread) ------------------------------
 
@@ -278,16 +280,12 @@ class SchedulerWorker:
 
     def _on_suspended(self) -> None:
         logger.warning("ZooKeeper connection suspended: pausing dispatch")
-        with self._lock:
-            dispatchers = list(self._dispatchers.values())
-        for dispatcher in dispatchers:
+        for dispatcher in self._current_dispatchers().values():
             dispatcher.pause()
 
     def _on_resumed(self) -> None:
         logger.info("ZooKeeper connection restored: resuming dispatch")
-        with self._lock:
-            dispatchers = list(self._dispatchers.values())
-        for dispatcher in dispatchers:
+        for dispatcher in self._current_dispatchers().values():
             dispatcher.resume()
 
     def _on_fenced(self, fenced: ShardDispatcher) -> None:
