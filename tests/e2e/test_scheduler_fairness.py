@@ -162,21 +162,25 @@ def test_a_light_users_job_is_dispatched_within_a_second_behind_100000_overdue_j
     # A few samples at once, each from a user new to the scheduler. How many heavy jobs a
     # light job was behind is read from the claims' database times afterwards, not from a
     # count taken before it, which a fast scheduler outruns.
-    now = timezone.now()
-    job_ids = [create(user.pk, [spec(due=now)])[0] for user in light]
+    # Each is due from the moment its create returns (committed): the wait is the
+    # scheduler's, not the creates' on a machine busy with the backlog.
+    now, committed = timezone.now(), {}
+    for user in light:
+        (job_id,) = create(user.pk, [spec(due=now)])
+        committed[job_id] = timezone.now()
     wait_until(
-        lambda: all(job.dispatched_at is not None for job in all_jobs(pk__in=job_ids)),
+        lambda: all(job.dispatched_at is not None for job in all_jobs(pk__in=list(committed))),
         timeout=30,
         what="the light users' jobs are dispatched",
     )
-    for job in all_jobs(pk__in=job_ids):
+    for job in all_jobs(pk__in=list(committed)):
         behind = all_jobs_count(
             Q(dispatched_at__isnull=True) | Q(dispatched_at__gt=job.dispatched_at),
             user_id=heavy.pk,
         )
         assert behind >= 100_000, f"only {behind} heavy jobs were still waiting"
-        waited = (job.dispatched_at - job.due_at).total_seconds()
-        assert waited < 1.0, f"{job.id} dispatched {waited:.3f} s after due"
+        waited = (job.dispatched_at - committed[job.id]).total_seconds()
+        assert waited < 1.0, f"{job.id} dispatched {waited:.3f} s after its create returned"
 
 
 def test_with_the_in_flight_cap_full_a_light_users_job_takes_the_next_free_slot(
