@@ -47,6 +47,15 @@ def test_the_page_names_the_machine_the_date_and_the_command(results_dir):
     assert "- `api_create`: gunicorn, 4 sync workers." in text
 
 
+def test_the_page_names_the_yardsticks_time_at_the_start_and_end_of_the_run(results_dir):
+    results_file = results_dir / "results.json"
+    results = json.loads(results_file.read_text())
+    results["machine"] |= {"reference_ms_start": 58.6, "reference_ms_end": 61.0}
+    results_file.write_text(json.dumps(results))
+    text = docs.render(results_dir, None)
+    assert "machine_speed.py) took 58.6 ms at the start and 61.0 ms at the end." in text
+
+
 def test_the_peers_are_listed_beside_jobsvc_and_the_missing_ones_are_tbd(results_dir):
     text = docs.render(results_dir, None)
     assert "| jobsvc 0.2.0 | 15,000 | 6 ms | 24 ms |" in text

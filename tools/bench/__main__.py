@@ -21,7 +21,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tools.bench import report
+from tools.bench import machine_speed, report
 from tools.bench.plots import Plot, plot_scenario
 from tools.bench.processes import stop_on_sigterm
 from tools.bench.scenarios import ON_REQUEST, SCENARIOS, BenchContext
@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         "platform": platform.platform(),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "mode": "quick" if args.quick else "full",
+        "reference_ms_start": machine_speed.reference_ms(),
     }
     results: dict[str, dict] = {}
     sections: list[str] = []
@@ -98,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(sections[-1], flush=True)
         report.write(args.out, machine=machine, results=results, sections=sections)
+    machine["reference_ms_end"] = machine_speed.reference_ms()
+    report.write(args.out, machine=machine, results=results, sections=sections)
     print(f"results in {args.out}/", flush=True)
     return 0
 

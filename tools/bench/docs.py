@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.bench import machine_speed
 from tools.bench.report import REPORT_FILE, RESULTS_FILE
 from tools.bench.soak_numbers import p99_follows_busy_cores
 
@@ -399,7 +400,7 @@ def machine_line(machine: dict | None) -> str:
         f"Measured on {machine.get('date', '?')}, a {machine.get('mode', '?')} run, on "
         f"{machine.get('cores', '?')} cores ({machine.get('platform', '?')}, Python "
         f"{machine.get('python', '?')}), with the whole stack and the benchmark on that "
-        "one machine."
+        f"one machine{machine_speed.described(machine)}."
     )
 
 

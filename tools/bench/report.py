@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tools.bench import machine_speed
 from tools.bench.plots import Plot
 
 RESULTS_FILE = "results.json"
@@ -16,7 +17,8 @@ REPORT_FILE = "report.md"
 def header(machine: dict) -> str:
     return (
         f"# Benchmark report\n\n{machine['date']}, {machine['cores']} cores, "
-        f"Python {machine['python']}, {machine['platform']}, {machine['mode']} mode\n"
+        f"Python {machine['python']}, {machine['platform']}, {machine['mode']} mode"
+        f"{machine_speed.described(machine)}\n"
     )
 
 
