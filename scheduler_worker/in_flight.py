@@ -62,7 +62,7 @@ class ShardInFlight:
         # As last counted, plus claimed since: per user, and per user and partition.
         self._by_user: Counter[int] = Counter()
         self._by_partition: Counter[tuple[int, int | None]] = Counter()
-        self._recount_at = self._counted_at = -math.inf
+        self._counted_at = -math.inf
 
     def limit(self) -> int:
         """How many of the shard's jobs may be in flight now, shared by weight."""
@@ -103,7 +103,7 @@ class ShardInFlight:
 
     def _recount(self) -> None:
         now = self._clock()
-        if now < self._recount_at:
+        if now < self._counted_at + RECOUNT_INTERVAL:
             return
         expected = self._by_user.total()  # as last counted, plus claimed since
         self._by_partition = Counter(self.store.in_flight())
@@ -114,6 +114,6 @@ class ShardInFlight:
         if elapsed > 0:  # the first count (elapsed infinite) gives a rate of 0
             weight = 1.0 - math.exp(-elapsed / RATE_WINDOW)
             self.finish_rate += weight * (finished / elapsed - self.finish_rate)
-        self._recount_at, self._counted_at = now + RECOUNT_INTERVAL, now
+        self._counted_at = now
         metrics.IN_FLIGHT.labels(self._label).set(self._by_user.total())
         metrics.IN_FLIGHT_LIMIT.labels(self._label).set(self.limit())

@@ -2,10 +2,10 @@
 
 A shared VM's speed moves, from day to day and within seconds (the same scenario has
 measured twice as fast on one day as on another on the benchmark machine), so a figure
-is only comparable with one measured beside it. The
-suite times ``reference_ms`` at the start and the end of every run and records both
-with the machine: two runs whose references differ by much ran on different machines,
-as far as their figures are concerned.
+is only comparable with one measured beside it. The suite times ``reference_ms`` at the
+start and the end of every run and records both with the machine: two runs whose
+references differ by much ran on different machines, as far as their figures are
+concerned.
 
 The work is the kind the stack does (building, serialising and sorting small records),
 on one core, timed while no scenario runs; the median of a few repeats, so that a slow
