@@ -25,14 +25,30 @@ RESTART_TIMEOUT = 60  # seconds for pg_ctl to stop the server and see it accept 
 
 def postgres_server(*, holding: str) -> dict:
     """The manifest entry of the PostgreSQL server holding database alias ``holding``."""
-    manifest = json.loads((Path(os.environ[TEST_STACK_DIR_ENV]) / MANIFEST_FILE).read_text())
     port = int(settings.DATABASES[holding]["PORT"])
-    [server] = [
-        server
-        for server in manifest["servers"]
-        if server["kind"] == "postgres" and server["address"].endswith(f":{port}")
-    ]
+    [server] = [server for server in _postgres_servers() if server["address"].endswith(f":{port}")]
     return server
+
+
+def postgres_log_marks() -> dict[str, int]:
+    """Where each PostgreSQL server's log ends now, for ``postgres_logs_since``."""
+    return {server["log"]: Path(server["log"]).stat().st_size for server in _postgres_servers()}
+
+
+def postgres_logs_since(marks: dict[str, int]) -> str:
+    """What the servers logged since ``marks``: slow statements, checkpoints, long
+    autovacuums and lock waits (tools/devstack/postgres.py), to explain a slow moment."""
+    parts = []
+    for log, mark in marks.items():
+        with open(log, "rb") as file:
+            file.seek(mark)
+            parts.append(f"--- {Path(log).name}\n{file.read().decode(errors='replace')}")
+    return "\n".join(parts)
+
+
+def _postgres_servers() -> list[dict]:
+    manifest = json.loads((Path(os.environ[TEST_STACK_DIR_ENV]) / MANIFEST_FILE).read_text())
+    return [server for server in manifest["servers"] if server["kind"] == "postgres"]
 
 
 def restart_postgres(server: dict) -> None:

@@ -25,6 +25,7 @@ from jobsvc.jobs.specs import JobSpec
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias, shard_ids
 from tests.e2e.jobs import all_jobs, create, spec
+from tests.e2e.servers import postgres_log_marks, postgres_logs_since
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
@@ -148,6 +149,7 @@ def test_a_light_users_job_is_dispatched_within_a_second_behind_100000_overdue_j
     # dispatches it, so the light jobs compete with full rounds every time, and their wait
     # is the scheduler's alone (the test after this one has the limit full).
     heavy, *light = make_user(), make_user(), make_user(), make_user()
+    database_logs = postgres_log_marks()
     backlog(heavy.pk, 300_000)  # dispatched at tens of thousands a second from the start
     scheduler = start_worker("scheduler", "scheduler-a", args=UNLIMITED)
     wait_until(
@@ -182,7 +184,8 @@ def test_a_light_users_job_is_dispatched_within_a_second_behind_100000_overdue_j
         waited = (job.dispatched_at - committed[job.id]).total_seconds()
         assert waited < 1.0, (
             f"{job.id} dispatched {waited:.3f} s after its create returned; "
-            f"the scheduler's log ends:\n{scheduler.log()[-4000:]}"
+            f"the scheduler's log ends:\n{scheduler.log()[-4000:]}\n"
+            f"PostgreSQL logged:\n{postgres_logs_since(database_logs)[-4000:]}"
         )
 
 
