@@ -15,7 +15,7 @@ from django.db import connections
 from django.test import Client
 from django.utils import timezone
 
-from tools.bench.dispatch import load_jobs
+from tools.bench.scenario_stack import load_jobs
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 

@@ -29,7 +29,7 @@ from django.utils import timezone
 from executor_worker import queries
 from executor_worker.claims import Attempt, ClaimRequest, ClaimStore, Outcome
 from jobsvc.sharding.shards import shard_alias
-from tools.bench.dispatch import _analyze, _clean_slate, load_jobs
+from tools.bench.scenario_stack import analyze, clean_slate, load_jobs
 
 SHARD = 0
 BATCH = 1000  # jobs claimed, then recorded, in one transaction each
@@ -41,10 +41,10 @@ EXCERPT = '{"received": true}'  # a receiver's answer, as the http handler keeps
 def run_attempt_history(context) -> dict:
     rounds = QUICK_ROUNDS if context.quick else ROUNDS
     alias = shard_alias(SHARD)
-    with _clean_slate((1.0,)) as users:
+    with clean_slate((1.0,)) as users:
         past = timezone.now() - timedelta(minutes=5)
         load_jobs(SHARD, ((users[0], past) for _ in range(2 * rounds * BATCH)))
-        _analyze()
+        analyze()
         claims = ClaimStore(shard_id=SHARD, lease_seconds=60.0)
         seconds: dict[bool, list[float]] = {True: [], False: []}
         for number in range(rounds):

@@ -15,32 +15,23 @@ from the shard databases (every dispatch stamps ``dispatched_at`` with the datab
   user's share of the dispatches in every whole 1-second window in which every user still
   had due jobs on every shard, against its weighted share, and Jain's fairness index.
 
-The other backlogs are written with COPY, straight into the shards, and the jobs table of every
-shard is emptied (TRUNCATE) before and after each scenario. Each scenario gets its own
-topics and ZooKeeper root, so workers of one never see another's.
+Backlogs are written straight into the shards (``tools.bench.scenario_stack``).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import os
-import secrets
 import statistics
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import connections, transaction
 from django.utils import timezone
 
-from jobsvc.accounts.models import User
-from jobsvc.messaging.topics import ensure_topics, jobs_topics
-from jobsvc.sharding.ids import new_job_id
-from jobsvc.sharding.shards import shard_alias, shard_ids
+from jobsvc.sharding.shards import shard_alias
 from scheduler_worker import queries
 from scheduler_worker.shard_store import ShardStore, picked_hand
 from tools.bench.api_create import served_api
@@ -53,13 +44,22 @@ from tools.bench.api_jobs import (
     post_jobs,
     tokens_for,
 )
-from tools.bench.processes import WorkerProcess
+from tools.bench.scenario_stack import (
+    PEAK_RATE,
+    analyze,
+    any_job,
+    clean_slate,
+    database_now,
+    describe_setup,
+    load_jobs,
+    load_spread,
+    on_every_shard,
+    scenario_env,
+    started_workers,
+    wait_for,
+)
 from tools.bench.shares import jain_index, percentile
 
-PEAK_RATE = 1389  # jobs due per second at the design peak (5 million a hour)
-LOAD_CHUNK = 20_000  # rows per COPY write
-POLL_SECONDS = 1.0  # between checks of the shard databases while workers run (light)
-WORKER_START_TIMEOUT = 60.0  # seconds until the schedulers hold every shard's lease
 SELECTION_BATCH = 600  # jobs per measured round: 15 rounds leave the 10,000 backlog non-empty
 SELECTION_ROUNDS = 15  # measured rounds per backlog size
 SELECTION_LIGHT_USERS = 5  # users with a few due jobs next to the heavy one
@@ -69,204 +69,6 @@ FAIRNESS_WEIGHTS = (1.0, 2.0, 4.0)
 UNLIMITED_IN_FLIGHT = 100_000_000
 # The selection queries' parameter: jobs due now (the backlog), none dispatched ahead.
 _DUE_NOW = {"ahead": 0.0}
-
-_COPY_JOBS = (
-    "COPY jobs (id, user_id, message, execute_at, due_at, status, attempts, max_attempts, "
-    "timeout_seconds, handler, handler_params, shard_id, last_error, attempt_errors, "
-    "created_at, updated_at) FROM STDIN"
-)
-
-
-# --- the shard databases --------------------------------------------------------------
-
-
-def load_jobs(shard_id: int, jobs: Iterable[tuple[int, datetime]]) -> int:
-    """COPY scheduled jobs (user id, due time) into one shard; return how many."""
-    now = timezone.now().isoformat()
-    tail = (
-        f"\tscheduled\t0\t{settings.JOB_DEFAULT_MAX_ATTEMPTS}\t"
-        f"{settings.JOB_DEFAULT_TIMEOUT_SECONDS}\tdefault\t{{}}\t{shard_id}\t\t[]\t{now}\t{now}\n"
-    )
-    count = 0
-    lines: list[str] = []
-    with connections[shard_alias(shard_id)].cursor() as cursor, cursor.copy(_COPY_JOBS) as copy:
-        for user_id, due in jobs:
-            due_text = due.isoformat()
-            job_id = new_job_id(shard_id=shard_id)
-            lines.append(f"{job_id}\t{user_id}\tbench\t{due_text}\t{due_text}{tail}")
-            if len(lines) == LOAD_CHUNK:
-                copy.write("".join(lines))
-                count += len(lines)
-                lines.clear()
-        copy.write("".join(lines))
-    return count + len(lines)
-
-
-def load_spread(users: Sequence[int], per_user: int, due: Callable[[int], datetime]) -> int:
-    """Each user's ``per_user`` jobs, spread evenly over the shards; job ``i`` of all (shard
-    ``i % shards``, the users taking turns on each shard) is due at ``due(i)``."""
-    shards = len(shard_ids())
-    total = len(users) * per_user
-    for shard_id in shard_ids():
-        load_jobs(
-            shard_id,
-            ((users[(i // shards) % len(users)], due(i)) for i in range(shard_id, total, shards)),
-        )
-    _analyze()
-    return total
-
-
-def truncate_jobs() -> None:
-    for shard_id in shard_ids():
-        with connections[shard_alias(shard_id)].cursor() as cursor:
-            cursor.execute("TRUNCATE jobs")
-
-
-def _analyze() -> None:
-    """VACUUM ANALYZE: fresh statistics and visibility map, as autovacuum would leave them."""
-    for shard_id in shard_ids():
-        with connections[shard_alias(shard_id)].cursor() as cursor:
-            cursor.execute("VACUUM ANALYZE jobs")
-
-
-def _on_every_shard(sql: str, params: dict | None = None) -> list[tuple]:
-    rows: list[tuple] = []
-    for shard_id in shard_ids():
-        with connections[shard_alias(shard_id)].cursor() as cursor:
-            cursor.execute(sql, params)
-            rows += cursor.fetchall()
-    return rows
-
-
-def _database_now() -> datetime:
-    with connections["default"].cursor() as cursor:
-        cursor.execute("SELECT now()")
-        return cursor.fetchone()[0]
-
-
-def _any(where: str) -> bool:
-    """Whether any shard has a job matching ``where`` (cheap: stops at the first)."""
-    return any(
-        found for (found,) in _on_every_shard(f"SELECT EXISTS (SELECT 1 FROM jobs WHERE {where})")
-    )
-
-
-def _wait(predicate: Callable[[], bool], *, timeout: float, what: str, workers=()) -> float:
-    """Poll until ``predicate``; fail if it takes longer than ``timeout`` or a worker died."""
-    started = time.monotonic()
-    while not predicate():
-        dead = [worker.name for worker in workers if not worker.alive()]
-        if dead:
-            raise RuntimeError(f"{', '.join(dead)} exited while waiting until {what}")
-        if time.monotonic() - started > timeout:
-            raise RuntimeError(f"not within {timeout:.0f} s: {what}")
-        time.sleep(POLL_SECONDS)  # polling the databases, bounded by the timeout
-    return time.monotonic() - started
-
-
-# --- worker processes -----------------------------------------------------------------
-
-
-def _scenario_env(context, name: str, **extra: str) -> dict[str, str]:
-    """The stack's environment with this scenario's own topics and ZooKeeper root."""
-    suffix = f"{name}-{secrets.token_hex(3)}"
-    jobs_topic, dead_letter_topic = f"bench-jobs-{suffix}", f"bench-dead-letter-{suffix}"
-    ensure_topics(
-        bootstrap=settings.KAFKA_BOOTSTRAP,
-        topics=jobs_topics(
-            jobs_topic=jobs_topic,
-            dead_letter_topic=dead_letter_topic,
-            partitions=settings.KAFKA_JOBS_PARTITIONS,
-        ),
-    )
-    return {
-        **context.env,
-        "JOBSVC_KAFKA_JOBS_TOPIC": jobs_topic,
-        "JOBSVC_KAFKA_DEAD_LETTER_TOPIC": dead_letter_topic,
-        "JOBSVC_EXECUTOR_GROUP_ID": f"bench-executors-{suffix}",
-        "JOBSVC_ZK_ROOT": f"/bench-{suffix}",
-        "JOBSVC_LOG_LEVEL": "WARNING",
-        "PYTHONUNBUFFERED": "1",
-        **extra,
-    }
-
-
-@contextmanager
-def _workers(
-    context,
-    env: dict[str, str],
-    *,
-    schedulers: int,
-    executors: int,
-    scheduler_args: Sequence[str] = (),
-) -> Iterator[list[WorkerProcess]]:
-    """Start the workers and wait until the schedulers hold every shard; stop them after."""
-    started: list[WorkerProcess] = []
-    try:
-        for index in range(executors):
-            started.append(_worker(context, env, "executor", index))
-        names = set()
-        for index in range(schedulers):
-            worker = _worker(context, env, "scheduler", index, scheduler_args)
-            names.add(worker.name)
-            started.append(worker)
-        _wait(
-            lambda: _lease_owners() == names,
-            timeout=WORKER_START_TIMEOUT,
-            what="the schedulers hold every shard's lease",
-            workers=started,
-        )
-        yield started
-    finally:
-        for worker in started:
-            worker.stop()
-
-
-def _worker(context, env, kind: str, index: int, args: Sequence[str] = ()) -> WorkerProcess:
-    return WorkerProcess(
-        kind=kind,
-        name=f"bench-{kind}-{index}-{secrets.token_hex(2)}",
-        env=env,
-        log_dir=context.out,
-        args=tuple(args),
-    )
-
-
-def _lease_owners() -> set[str]:
-    owners = _on_every_shard("SELECT owner FROM jobs_shard_lease")
-    if len(owners) < len(shard_ids()):
-        return set()
-    return {owner for (owner,) in owners}
-
-
-def _make_users(weights: Sequence[float]) -> list[int]:
-    return [
-        User.objects.create(username=f"bench-{secrets.token_hex(4)}", job_weight=weight).pk
-        for weight in weights
-    ]
-
-
-@contextmanager
-def _clean_slate(user_weights: Sequence[float] = ()) -> Iterator[list[int]]:
-    """Empty job tables and fresh users for the scenario; both cleaned up afterwards."""
-    truncate_jobs()
-    users = _make_users(user_weights)
-    try:
-        yield users
-    finally:
-        truncate_jobs()
-        User.objects.filter(pk__in=users).delete()
-
-
-def _setup(*, schedulers: int, executors: int, extra: str = "") -> str:
-    shards = len(shard_ids())
-    servers = len({settings.DATABASES[shard_alias(s)]["PORT"] for s in shard_ids()})
-    text = (
-        f"{shards} shards on {servers} PostgreSQL servers; {schedulers} scheduler and "
-        f"{executors} executor processes; {os.cpu_count()} cores shared with PostgreSQL, "
-        "ZooKeeper, Kafka and the bench itself"
-    )
-    return f"{text}; {extra}" if extra else text
 
 
 # --- statistics -----------------------------------------------------------------------
@@ -282,13 +84,13 @@ def _ms(seconds: float) -> float:
 def run_throughput(context) -> dict:
     total = 100_000 if context.quick else 1_000_000
     users = 10
-    with _clean_slate():
+    with clean_slate():
         load_started = time.monotonic()
         past = timezone.now() - timedelta(hours=1)
         load_spread(list(range(1, users + 1)), total // users, lambda i: past)
         load_seconds = time.monotonic() - load_started
-        env = _scenario_env(context, "throughput")
-        with _workers(
+        env = scenario_env(context, "throughput")
+        with started_workers(
             context,
             env,
             schedulers=1,
@@ -300,13 +102,13 @@ def run_throughput(context) -> dict:
                 "0",
             ),
         ) as workers:
-            _wait(
-                lambda: not _any("status = 'scheduled'"),
+            wait_for(
+                lambda: not any_job("status = 'scheduled'"),
                 timeout=120 + total / 2000,
                 what="the whole backlog is dispatched",
                 workers=workers,
             )
-        claims = _on_every_shard(
+        claims = on_every_shard(
             "SELECT dispatched_at, count(*) FROM jobs WHERE status = 'queued' GROUP BY 1"
         )
     # Every claim stamps its jobs with its transaction's start, so the rate is the jobs
@@ -324,7 +126,7 @@ def run_throughput(context) -> dict:
         "first_to_last_claim_seconds": round(seconds, 2),
         "jobs_per_second": round(before_last / seconds),
     }
-    result["setup"] = _setup(
+    result["setup"] = describe_setup(
         schedulers=1,
         executors=0,
         extra=f"--max-in-flight {UNLIMITED_IN_FLIGHT:,} (no executors), "
@@ -392,7 +194,7 @@ def _selection_at(heavy_jobs: int) -> dict:
     shard_id = 0
     alias = shard_alias(shard_id)
     light = range(2, 2 + SELECTION_LIGHT_USERS)
-    with _clean_slate():
+    with clean_slate():
         past = timezone.now() - timedelta(hours=1)
         load_jobs(
             shard_id,
@@ -401,7 +203,7 @@ def _selection_at(heavy_jobs: int) -> dict:
                 ((user, past) for user in light for _ in range(SELECTION_LIGHT_JOBS)),
             ),
         )
-        _analyze()
+        analyze()
         store = ShardStore(alias=alias, shard_id=shard_id)
         epoch = store.acquire_lease(owner="bench-selection")
         timings = defaultdict(list)
@@ -499,20 +301,20 @@ def run_lateness(context, *, schedulers: int = 2, executors: int = 2) -> dict:
     seconds = 20 if context.quick else 60
     total = PEAK_RATE * seconds
     users = 10
-    env = _scenario_env(context, "lateness")
+    env = scenario_env(context, "lateness")
     with (
         served_api(context, env=env) as api,
-        _clean_slate((1.0,) * users) as user_ids,
-        _workers(context, env, schedulers=schedulers, executors=executors) as workers,
+        clean_slate((1.0,) * users) as user_ids,
+        started_workers(context, env, schedulers=schedulers, executors=executors) as workers,
     ):
         _create_spread(api, user_ids, total)
-        _wait(
-            lambda: not _any("status IN ('scheduled', 'queued', 'running')"),
+        wait_for(
+            lambda: not any_job("status IN ('scheduled', 'queued', 'running')"),
             timeout=seconds + 120,
             what="every job has run",
             workers=workers,
         )
-        rows = _on_every_shard(
+        rows = on_every_shard(
             "SELECT extract(epoch FROM dispatched_at - due_at), "
             "extract(epoch FROM started_at - due_at), status FROM jobs"
         )
@@ -525,7 +327,7 @@ def run_lateness(context, *, schedulers: int = 2, executors: int = 2) -> dict:
         | {"max_ms": _ms(values[-1]), "min_ms": _ms(values[0])}
         for name, values in (("dispatched_minus_due", dispatched), ("started_minus_due", started))
     }
-    setup = _setup(
+    setup = describe_setup(
         schedulers=schedulers,
         executors=executors,
         extra=f"{total:,} jobs due uniformly at {PEAK_RATE}/s for {seconds} s, created through "
@@ -571,29 +373,29 @@ def run_lateness(context, *, schedulers: int = 2, executors: int = 2) -> dict:
 def run_fairness(context) -> dict:
     measure_seconds = 15 if context.quick else 45
     per_user = 150_000 if context.quick else 400_000
-    env = _scenario_env(context, "fairness")
-    with _clean_slate(FAIRNESS_WEIGHTS) as users:
+    env = scenario_env(context, "fairness")
+    with clean_slate(FAIRNESS_WEIGHTS) as users:
         past = timezone.now() - timedelta(minutes=10)
         load_spread(users, per_user, lambda i: past + timedelta(microseconds=i))
-        with _workers(context, env, schedulers=1, executors=2) as workers:
-            start = _database_now()
-            _wait(
+        with started_workers(context, env, schedulers=1, executors=2) as workers:
+            start = database_now()
+            wait_for(
                 lambda: (
-                    (_database_now() - start).total_seconds() >= measure_seconds + 2
-                    or not _any("status = 'scheduled'")
+                    (database_now() - start).total_seconds() >= measure_seconds + 2
+                    or not any_job("status = 'scheduled'")
                 ),
                 timeout=measure_seconds + 60,
                 what="the measuring period is over",
                 workers=workers,
             )
-            left = _on_every_shard(
+            left = on_every_shard(
                 "SELECT user_id, shard_id, count(*) FROM jobs WHERE status = 'scheduled' "
                 "GROUP BY 1, 2"
             )
         statuses = Counter()
-        for status, n in _on_every_shard("SELECT status, count(*) FROM jobs GROUP BY 1"):
+        for status, n in on_every_shard("SELECT status, count(*) FROM jobs GROUP BY 1"):
             statuses[status] += n
-        dispatched = _on_every_shard(
+        dispatched = on_every_shard(
             "SELECT floor(extract(epoch FROM dispatched_at)), user_id, shard_id, count(*) "
             "FROM jobs WHERE dispatched_at IS NOT NULL GROUP BY 1, 2, 3"
         )
@@ -607,7 +409,7 @@ def run_fairness(context) -> dict:
     }
     result["measure_seconds"] = measure_seconds
     result["statuses_at_the_end"] = dict(statuses)
-    result["setup"] = _setup(
+    result["setup"] = describe_setup(
         schedulers=1,
         executors=2,
         extra=f"weights {', '.join(f'{w:g}' for w in FAIRNESS_WEIGHTS)}, {per_user:,} "

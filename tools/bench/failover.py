@@ -38,8 +38,6 @@ import statistics
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
@@ -49,13 +47,12 @@ from django.db import connections
 
 from jobsvc.accounts.models import User
 from jobsvc.jobs import store
-from jobsvc.jobs.models import ShardLease
 from jobsvc.jobs.specs import JobSpec
-from jobsvc.messaging.topics import ensure_topics, jobs_topics
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias, shard_ids
 from scheduler_worker.queries import LOST_ATTEMPT_ERROR
 from tools.bench.processes import WorkerProcess
+from tools.bench.scenario_stack import lease_owners, scenario_env, started_workers
 from tools.fast_timings import FAST_FAILURE_TIMINGS
 from tools.webhook_receiver import Receiver
 
@@ -74,7 +71,6 @@ RECOVERED_FRACTION = 0.9  # of the pre-kill finished/s that counts as recovered
 RECOVERED_FOR = 3  # consecutive seconds at that level
 LATE_SECONDS = 1.0  # a job started later than this after execute_at is late
 POLL_SECONDS = 0.25  # between checks of the shards while the run lasts
-START_TIMEOUT = 60.0  # seconds until the schedulers hold every shard's lease
 DRAIN_TIMEOUT = 90.0  # seconds after the last due time for every job to finish
 COPY_CHUNK = 10_000
 QUANTILES = 1000  # the lateness distribution is kept as this many + 1 quantiles
@@ -96,10 +92,15 @@ class Timeline:
 def run_failover(context) -> dict:
     seconds = QUICK_SECONDS if context.quick else FULL_SECONDS
     suffix = uuid.uuid4().hex[:6]
-    env = _worker_env(context.env, suffix)
+    env = scenario_env(context, "failover", **FAST_TIMINGS)
     users = [User.objects.create(username=f"bench-failover-{suffix}-{n}").pk for n in range(USERS)]
     try:
-        with Receiver() as receiver, _workers(context, env, suffix) as (schedulers, executors):
+        with (
+            Receiver() as receiver,
+            started_workers(context, env, schedulers=2, executors=2) as workers,
+        ):
+            schedulers = [worker for worker in workers if worker.kind == "scheduler"]
+            executors = [worker for worker in workers if worker.kind == "executor"]
             timeline = Timeline(
                 start=time.time() + LEAD_SECONDS,
                 seconds=seconds,
@@ -122,61 +123,6 @@ def run_failover(context) -> dict:
 
 
 # --- the run ----------------------------------------------------------------------------
-
-
-def _worker_env(base: dict[str, str], suffix: str) -> dict[str, str]:
-    jobs_topic, dead_letter = (
-        f"bench-jobs-failover-{suffix}",
-        f"bench-dead-letter-failover-{suffix}",
-    )
-    ensure_topics(
-        bootstrap=settings.KAFKA_BOOTSTRAP,
-        topics=jobs_topics(
-            jobs_topic=jobs_topic,
-            dead_letter_topic=dead_letter,
-            partitions=settings.KAFKA_JOBS_PARTITIONS,
-        ),
-    )
-    return {
-        **base,
-        **FAST_TIMINGS,
-        "JOBSVC_KAFKA_JOBS_TOPIC": jobs_topic,
-        "JOBSVC_KAFKA_DEAD_LETTER_TOPIC": dead_letter,
-        "JOBSVC_EXECUTOR_GROUP_ID": f"bench-executors-failover-{suffix}",
-        "JOBSVC_ZK_ROOT": f"/bench-failover-{suffix}",
-        "JOBSVC_LOG_LEVEL": "WARNING",
-        "PYTHONUNBUFFERED": "1",
-    }
-
-
-@contextmanager
-def _workers(
-    context, env: dict[str, str], suffix: str
-) -> Iterator[tuple[list[WorkerProcess], list[WorkerProcess]]]:
-    """Two executors, then two schedulers; yields once the schedulers hold every shard."""
-    started: list[WorkerProcess] = []
-    try:
-        executors = [_worker(context, env, "executor", suffix, n, started) for n in range(2)]
-        schedulers = [_worker(context, env, "scheduler", suffix, n, started) for n in range(2)]
-        names = {worker.name for worker in schedulers}
-        _poll(
-            lambda: set(_lease_owners().values()) == names,
-            timeout=START_TIMEOUT,
-            what="the schedulers hold every shard's lease",
-            workers=started,
-        )
-        yield schedulers, executors
-    finally:
-        for worker in started:
-            worker.stop()
-
-
-def _worker(context, env, kind: str, suffix: str, n: int, started: list) -> WorkerProcess:
-    worker = WorkerProcess(
-        kind=kind, name=f"bench-failover-{kind}-{suffix}-{n}", env=env, log_dir=context.out
-    )
-    started.append(worker)
-    return worker
 
 
 def _load(users: list[int], timeline: Timeline, url: str) -> int:
@@ -229,7 +175,7 @@ def _kill_and_wait(
     takeover: float | None = None
     deadline = timeline.start + timeline.seconds + DRAIN_TIMEOUT
     while True:
-        if takeover is None and set(_lease_owners().values()) == {schedulers[1].name}:
+        if takeover is None and lease_owners() == {schedulers[1].name}:
             takeover = time.time() - killed_at
         if takeover is not None and _unfinished(users) == 0:
             break
@@ -245,26 +191,7 @@ def _kill_and_wait(
     return [f"{victim.kind} {victim.name}" for victim in victims], takeover
 
 
-def _poll(predicate, *, timeout: float, what: str, workers) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        dead = [worker.name for worker in workers if not worker.alive()]
-        if dead:
-            raise RuntimeError(f"{', '.join(dead)} exited while waiting until {what}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"not within {timeout:.0f} s: {what}")
-        time.sleep(POLL_SECONDS)  # polling the shards, bounded by the deadline
-
-
 # --- the shards -------------------------------------------------------------------------
-
-
-def _lease_owners() -> dict[int, str]:
-    owners = {}
-    for shard_id in shard_ids():
-        lease = ShardLease.objects.using(shard_alias(shard_id)).filter(pk=shard_id).first()
-        owners[shard_id] = lease.owner if lease else ""
-    return owners
 
 
 def _unfinished(users: list[int]) -> int:

@@ -53,15 +53,15 @@ from tools.bench.api_jobs import (
     post_jobs,
     tokens_for,
 )
-from tools.bench.dispatch import (
-    _clean_slate,
-    _on_every_shard,
-    _scenario_env,
-    _setup,
-    _wait,
-    _workers,
-)
 from tools.bench.job_times import save_job_times
+from tools.bench.scenario_stack import (
+    clean_slate,
+    describe_setup,
+    on_every_shard,
+    scenario_env,
+    started_workers,
+    wait_for,
+)
 from tools.bench.shares import (
     backlogged_windows,
     jain_index,
@@ -106,7 +106,7 @@ def _run_fairness(
 ) -> dict:
     name = "fairness-webhooks" if webhooks else "fairness-e2e" if bulk else "fairness-single"
     with _stack(context, name, WEIGHTS, webhooks=webhooks) as stack:
-        with _workers(context, stack.env, schedulers=2, executors=2) as workers:
+        with started_workers(context, stack.env, schedulers=2, executors=2) as workers:
             jobs_per_user = dict.fromkeys(stack.users, per_user)
             creating = time.monotonic()
             if bulk:
@@ -148,7 +148,7 @@ def _fairness_result(starts: dict[int, list[float]], users: list[int], due: floa
     result["late_ms_p99"] = _ms(
         percentile(sorted(t - due for times in starts.values() for t in times), 99)
     )
-    result["setup"] = _setup(
+    result["setup"] = describe_setup(
         schedulers=2,
         executors=2,
         extra=f"weights 1, 2, 4; {jobs}, all due at one instant",
@@ -180,7 +180,7 @@ def _run_light_user_wait(context, *, flood: int, webhooks: bool, due_now: bool =
     drain_rate = WEBHOOK_DRAIN_RATE_GUESS if webhooks else DRAIN_RATE_GUESS
     with _stack(context, name, (1.0, 1.0), webhooks=webhooks) as stack:
         heavy, light = stack.users
-        with _workers(context, stack.env, schedulers=2, executors=2) as workers:
+        with started_workers(context, stack.env, schedulers=2, executors=2) as workers:
             due = _create_all(stack.api, {heavy: flood}, job_fields=stack.job_fields)
             spacing = flood / drain_rate * 0.8 / LIGHT_JOBS
             light_due = [due + 0.3 + i * spacing for i in range(LIGHT_JOBS)]
@@ -232,7 +232,7 @@ def _light_user_result(
             ]
             for execute_at, created, dispatched, started, shard in timeline
         ],
-        "setup": _setup(
+        "setup": describe_setup(
             schedulers=2,
             executors=2,
             extra=f"a weight-1 user's {flood:,} {kind} due at once (API, requests of "
@@ -298,11 +298,11 @@ class _Stack:
 def _stack(context, name: str, weights, *, webhooks: bool) -> Iterator[_Stack]:
     """The scenario's environment, an API, fresh users of these weights and, with
     webhooks, a receiver the jobs are delivered to."""
-    env = _scenario_env(context, name, **(LOOPBACK_WEBHOOKS if webhooks else {}))
+    env = scenario_env(context, name, **(LOOPBACK_WEBHOOKS if webhooks else {}))
     with ExitStack() as stack:
         receiver = stack.enter_context(Receiver()) if webhooks else None
         api = stack.enter_context(served_api(context, env=env))
-        users = stack.enter_context(_clean_slate(weights))
+        users = stack.enter_context(clean_slate(weights))
         job_fields = (
             {"handler": "http", "handler_params": {"url": receiver.url}} if receiver else {}
         )
@@ -378,16 +378,16 @@ def add_cpu(result: dict, used: CpuUsed, *, jobs: int) -> None:
 
 def _wait_until_all_finished(total: int, workers) -> None:
     def finished() -> bool:
-        rows = _on_every_shard("SELECT count(*) FROM jobs WHERE status = 'succeeded'")
+        rows = on_every_shard("SELECT count(*) FROM jobs WHERE status = 'succeeded'")
         return sum(n for (n,) in rows) >= total
 
-    _wait(finished, timeout=300, what=f"all {total:,} jobs succeeded", workers=workers)
+    wait_for(finished, timeout=300, what=f"all {total:,} jobs succeeded", workers=workers)
     connections.close_all()
 
 
 def _started(users: list[int]) -> dict[int, list[float]]:
     starts: dict[int, list[float]] = defaultdict(list)
-    rows = _on_every_shard(
+    rows = on_every_shard(
         "SELECT user_id, extract(epoch FROM started_at)::float8 FROM jobs"
         " WHERE user_id = ANY(%(users)s)",
         {"users": users},
@@ -401,7 +401,7 @@ def _light_timeline(user: int) -> list[tuple[float, float, float, float, int]]:
     """The user's jobs by due time: (execute_at, created_at, dispatched_at, started_at,
     shard), the times in epoch seconds."""
     return sorted(
-        _on_every_shard(
+        on_every_shard(
             "SELECT extract(epoch FROM execute_at)::float8,"
             " extract(epoch FROM created_at)::float8,"
             " extract(epoch FROM dispatched_at)::float8,"
@@ -413,7 +413,7 @@ def _light_timeline(user: int) -> list[tuple[float, float, float, float, int]]:
 
 
 def _started_with_due(users: list[int]) -> list[tuple[float, float, float]]:
-    return _on_every_shard(
+    return on_every_shard(
         "SELECT extract(epoch FROM execute_at)::float8, extract(epoch FROM started_at)::float8,"
         " extract(epoch FROM dispatched_at)::float8"
         " FROM jobs WHERE user_id = ANY(%(users)s)",

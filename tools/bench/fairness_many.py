@@ -45,14 +45,6 @@ from tools.bench.api_jobs import (
     post_jobs,
     tokens_for,
 )
-from tools.bench.dispatch import (
-    _clean_slate,
-    _on_every_shard,
-    _scenario_env,
-    _setup,
-    _wait,
-    _workers,
-)
 from tools.bench.fairness import (
     _ms,
     _started,
@@ -60,6 +52,14 @@ from tools.bench.fairness import (
     drain_cpu,
 )
 from tools.bench.job_times import save_job_times
+from tools.bench.scenario_stack import (
+    clean_slate,
+    describe_setup,
+    on_every_shard,
+    scenario_env,
+    started_workers,
+    wait_for,
+)
 from tools.bench.shares import (
     backlogged_windows,
     coefficient_of_variation,
@@ -89,9 +89,9 @@ RETRY_ENV = {
 def run_fairness_many_users(context) -> dict:
     per_user = 600 if context.quick else 2_000
     weights = [w for w in CLASS_WEIGHTS for _ in range(USERS_PER_CLASS)]
-    env = _scenario_env(context, "fair-many")
-    with served_api(context, env=env) as api, _clean_slate(weights) as users:
-        with _workers(context, env, schedulers=2, executors=2) as workers:
+    env = scenario_env(context, "fair-many")
+    with served_api(context, env=env) as api, clean_slate(weights) as users:
+        with started_workers(context, env, schedulers=2, executors=2) as workers:
             due = _create_pooled(api, dict.fromkeys(users, per_user))
             cpu_used = drain_cpu(due, len(users) * per_user, workers)
         starts = _started(users)
@@ -102,7 +102,7 @@ def run_fairness_many_users(context) -> dict:
     result["late_ms_p99"] = _ms(
         percentile(sorted(t - due for times in starts.values() for t in times), 99)
     )
-    result["setup"] = _setup(
+    result["setup"] = describe_setup(
         schedulers=2,
         executors=2,
         extra=f"{USERS_PER_CLASS} users each of weights 1, 2, 5, 10; {per_user:,} no-op jobs "
@@ -116,9 +116,9 @@ def run_fairness_many_users(context) -> dict:
 
 def run_fairness_thousand_users(context) -> dict:
     n_users, per_user = (300, 100) if context.quick else (1_000, 200)
-    env = _scenario_env(context, "fair-thousand")
-    with served_api(context, env=env) as api, _clean_slate([1.0] * n_users) as users:
-        with _workers(context, env, schedulers=2, executors=2) as workers:
+    env = scenario_env(context, "fair-thousand")
+    with served_api(context, env=env) as api, clean_slate([1.0] * n_users) as users:
+        with started_workers(context, env, schedulers=2, executors=2) as workers:
             due = _create_pooled(api, dict.fromkeys(users, per_user))
             cpu_used = drain_cpu(due, n_users * per_user, workers)
         starts = _started(users)
@@ -126,7 +126,7 @@ def run_fairness_thousand_users(context) -> dict:
             save_job_times(context.out, "fairness_thousand_users", users)
     result = _first_starts_and_spread(starts)
     result["users"], result["jobs_per_user"] = n_users, per_user
-    result["setup"] = _setup(
+    result["setup"] = describe_setup(
         schedulers=2,
         executors=2,
         extra=f"{n_users:,} weight-1 users with {per_user:,} no-op jobs each, one API request "
@@ -140,9 +140,9 @@ def run_fairness_thousand_users(context) -> dict:
 def run_fairness_with_retries(context) -> dict:
     failing, succeeding = (2_000, 20_000) if context.quick else (6_000, 60_000)
     closed = f"http://127.0.0.1:{free_port()}/"  # nothing listens: connection refused
-    env = _scenario_env(context, "fair-retries", **RETRY_ENV)
-    with served_api(context, env=env) as api, _clean_slate((1.0, 1.0)) as (a, b):
-        with _workers(context, env, schedulers=2, executors=2) as workers:
+    env = scenario_env(context, "fair-retries", **RETRY_ENV)
+    with served_api(context, env=env) as api, clean_slate((1.0, 1.0)) as (a, b):
+        with started_workers(context, env, schedulers=2, executors=2) as workers:
             extra = {
                 a: {"handler": "http", "handler_params": {"url": closed}},
                 b: {},
@@ -155,7 +155,7 @@ def run_fairness_with_retries(context) -> dict:
         outcomes = _outcomes([a, b])
     result = _retry_shares(attempts, a=a, b=b)
     result["outcomes"] = {"A": outcomes.get(a, {}), "B": outcomes.get(b, {})}
-    result["setup"] = _setup(
+    result["setup"] = describe_setup(
         schedulers=2,
         executors=2,
         extra=f"two weight-1 users; A: {failing:,} jobs of the http handler against a closed "
@@ -193,15 +193,15 @@ def _create_pooled(
 
 def _wait_until_ended(total: int, workers) -> None:
     def ended() -> bool:
-        rows = _on_every_shard("SELECT count(*) FROM jobs WHERE status IN ('succeeded', 'failed')")
+        rows = on_every_shard("SELECT count(*) FROM jobs WHERE status IN ('succeeded', 'failed')")
         return sum(n for (n,) in rows) >= total
 
-    _wait(ended, timeout=300, what=f"all {total:,} jobs succeeded or failed", workers=workers)
+    wait_for(ended, timeout=300, what=f"all {total:,} jobs succeeded or failed", workers=workers)
 
 
 def _attempt_times(users: list[int]) -> dict[int, list[float]]:
     """When each attempt ran: the last one's started_at, the earlier ones' failure time."""
-    rows = _on_every_shard(
+    rows = on_every_shard(
         "SELECT j.user_id, extract(epoch FROM (e->>'at')::timestamptz)::float8"
         "  FROM jobs j, jsonb_array_elements(j.attempt_errors) e"
         " WHERE j.user_id = ANY(%(users)s) AND (e->>'attempt')::int <> j.attempts"
@@ -217,7 +217,7 @@ def _attempt_times(users: list[int]) -> dict[int, list[float]]:
 
 
 def _outcomes(users: list[int]) -> dict[int, dict[str, int]]:
-    rows = _on_every_shard(
+    rows = on_every_shard(
         "SELECT user_id, status, attempts, count(*) FROM jobs WHERE user_id = ANY(%(users)s)"
         " GROUP BY 1, 2, 3",
         {"users": users},

@@ -18,12 +18,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tools.bench.dispatch import _on_every_shard
+from tools.bench.scenario_stack import on_every_shard
 
 
 def save_job_times(out: Path, scenario: str, users: list[int]) -> Path:
     """Write the times of every job of ``users``; the file's path."""
-    jobs = _on_every_shard(
+    jobs = on_every_shard(
         "SELECT id, user_id, shard_id, extract(epoch FROM dispatched_at)::float8,"
         " extract(epoch FROM started_at)::float8, attempts, dispatch_partition"
         " FROM jobs WHERE user_id = ANY(%(users)s)",

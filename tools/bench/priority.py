@@ -14,7 +14,6 @@ from __future__ import annotations
 from jobsvc.jobs.priorities import PRIORITY_MAX
 from tools.bench.api_create import served_api
 from tools.bench.api_jobs import BULK, job_body, post_jobs, tokens_for
-from tools.bench.dispatch import _clean_slate, _scenario_env, _setup, _workers
 from tools.bench.fairness import (
     DRAIN_RATE_GUESS,
     _create_all,
@@ -22,15 +21,16 @@ from tools.bench.fairness import (
     _wait_until_all_finished,
     waits_behind,
 )
+from tools.bench.scenario_stack import clean_slate, describe_setup, scenario_env, started_workers
 
 URGENT_JOBS = 20
 
 
 def run_priority_in_own_backlog(context) -> dict:
     backlog = 20_000 if context.quick else 50_000
-    env = _scenario_env(context, "priority")
-    with served_api(context, env=env) as api, _clean_slate((1.0,)) as (user,):
-        with _workers(context, env, schedulers=2, executors=2) as workers:
+    env = scenario_env(context, "priority")
+    with served_api(context, env=env) as api, clean_slate((1.0,)) as (user,):
+        with started_workers(context, env, schedulers=2, executors=2) as workers:
             due = _create_all(api, {user: backlog})
             spacing = backlog / DRAIN_RATE_GUESS * 0.8 / URGENT_JOBS
             urgent_due = [due + 0.3 + i * spacing for i in range(URGENT_JOBS)]
@@ -50,7 +50,7 @@ def run_priority_in_own_backlog(context) -> dict:
         "wait_ms": waits["wait_ms"],
         "dispatched_minus_due_ms": waits["dispatched_minus_due_ms"],
         "backlog_drain_seconds": round(backlog_starts[-1] - backlog_starts[0], 2),
-        "setup": _setup(
+        "setup": describe_setup(
             schedulers=2,
             executors=2,
             extra=f"one weight-1 user's {backlog:,} no-op jobs due at once (API, requests of "

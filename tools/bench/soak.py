@@ -53,17 +53,17 @@ from jobsvc.messaging.consumer_group import MessagingUnavailable, consumer_group
 from jobsvc.sharding.shards import shard_alias, shard_ids
 from tools.bench import memory, soak_numbers
 from tools.bench.api_create import served_api
-from tools.bench.dispatch import (
-    PEAK_RATE,
-    _clean_slate,
-    _on_every_shard,
-    _scenario_env,
-    _setup,
-    _wait,
-    _workers,
-    truncate_jobs,
-)
 from tools.bench.processes import WorkerProcess
+from tools.bench.scenario_stack import (
+    PEAK_RATE,
+    clean_slate,
+    describe_setup,
+    on_every_shard,
+    scenario_env,
+    started_workers,
+    truncate_jobs,
+    wait_for,
+)
 from tools.bench.stack_cpu import StackCpu
 
 DEFAULT_MINUTES = 30
@@ -97,13 +97,13 @@ class Sample:
 
 def run_soak(context) -> dict:
     minutes = context.soak_minutes
-    env = _scenario_env(context, "soak")
+    env = scenario_env(context, "soak")
     servers = _stack_servers()
     summary_file = context.out / "soak-loadgen.json"
     with (
         served_api(context, env=env) as api,
-        _clean_slate(),
-        _workers(context, env, schedulers=2, executors=2) as workers,
+        clean_slate(),
+        started_workers(context, env, schedulers=2, executors=2) as workers,
     ):
         _wait_for_executors(env, workers)
         _warm_up(env, context.out, api, workers)
@@ -138,7 +138,7 @@ def _wait_for_executors(env: dict[str, str], workers) -> None:
         holding = [member for member in view.members if member.partitions]
         return view.state == "stable" and len(holding) == executors
 
-    _wait(joined, timeout=EXECUTOR_JOIN_TIMEOUT, what="the executors joined", workers=workers)
+    wait_for(joined, timeout=EXECUTOR_JOIN_TIMEOUT, what="the executors joined", workers=workers)
 
 
 def _warm_up(env: dict[str, str], out: Path, api: str, workers) -> None:
@@ -146,7 +146,7 @@ def _warm_up(env: dict[str, str], out: Path, api: str, workers) -> None:
     soak measures a running system, not the broker's JIT compiler and cold caches."""
     warm_up = _loadgen("soak-warm-up", env, out, api, WARM_UP_SECONDS, out / "soak-warm-up.json")
     try:
-        _wait(
+        wait_for(
             lambda: not warm_up.alive(),
             timeout=WARM_UP_SECONDS + DRAIN_SECONDS + START_SLACK_SECONDS,
             what="the warm-up's jobs ran",
@@ -331,7 +331,7 @@ def _per_minute_sql(column: str, since: str) -> str:
 def _job_numbers(minutes: int) -> dict:
     """Every job of the run (the scenario emptied the shards first), from the shards."""
     firsts = [
-        t for (t,) in _on_every_shard("SELECT extract(epoch FROM min(execute_at)) FROM jobs") if t
+        t for (t,) in on_every_shard("SELECT extract(epoch FROM min(execute_at)) FROM jobs") if t
     ]
     if not firsts:
         raise RuntimeError("the soak created no jobs")
@@ -339,17 +339,17 @@ def _job_numbers(minutes: int) -> dict:
     params = {"t0": t0, "c0": t0 - LEAD_SECONDS}  # c0: about the first request
     statuses: dict[str, int] = defaultdict(int)
     early = 0
-    for status, count, started_early in _on_every_shard(
+    for status, count, started_early in on_every_shard(
         "SELECT status, count(*), count(*) FILTER (WHERE started_at < execute_at)"
         " FROM jobs GROUP BY 1"
     ):
         statuses[status] += count
         early += started_early
     created: dict[int, int] = defaultdict(int)
-    for minute, count in _on_every_shard(_per_minute_sql("created_at", "c0"), params):
+    for minute, count in on_every_shard(_per_minute_sql("created_at", "c0"), params):
         created[minute] += count
     started: dict[int, int] = defaultdict(int)
-    for minute, count in _on_every_shard(_per_minute_sql("started_at", "t0"), params):
+    for minute, count in on_every_shard(_per_minute_sql("started_at", "t0"), params):
         started[minute] += count
     return {
         "first_due": t0,
@@ -357,10 +357,10 @@ def _job_numbers(minutes: int) -> dict:
         "statuses": dict(statuses),
         "early": early,
         "started_minus_due": soak_numbers.merge_histograms(
-            _on_every_shard(_histogram_sql("started_at"), params)
+            on_every_shard(_histogram_sql("started_at"), params)
         ),
         "dispatched_minus_due": soak_numbers.merge_histograms(
-            _on_every_shard(_histogram_sql("dispatched_at"), params)
+            on_every_shard(_histogram_sql("dispatched_at"), params)
         ),
         "created_per_minute": dict(created),
         "started_per_minute": dict(started),
@@ -453,7 +453,7 @@ def soak_result(
         "samples": len(samples),
         "checks": checks,
         "passed": all(check["passed"] for check in checks.values()),
-        "setup": _setup(
+        "setup": describe_setup(
             schedulers=2,
             executors=2,
             extra=f"{PEAK_RATE:,} jobs/s created through the API for {minutes} min by "

@@ -25,12 +25,18 @@ from tools.bench.api_jobs import (
     post_jobs,
     tokens_for,
 )
-from tools.bench.dispatch import PEAK_RATE, _clean_slate, _scenario_env, _setup, _workers
 from tools.bench.fairness import (
     _started,
     _started_with_due,
     _wait_until_all_finished,
     waits_behind,
+)
+from tools.bench.scenario_stack import (
+    PEAK_RATE,
+    clean_slate,
+    describe_setup,
+    scenario_env,
+    started_workers,
 )
 
 STREAM_USERS = 10
@@ -41,13 +47,13 @@ def run_steady_beside_flood(context) -> dict:
     seconds = 15 if context.quick else 30
     flood = 30_000 if context.quick else 100_000
     stream = PEAK_RATE * seconds
-    env = _scenario_env(context, "steady-flood")
+    env = scenario_env(context, "steady-flood")
     with (
         served_api(context, env=env) as api,
-        _clean_slate((1.0,) * (STREAM_USERS + 1)) as users,
+        clean_slate((1.0,) * (STREAM_USERS + 1)) as users,
     ):
         stream_users, flood_user = users[:STREAM_USERS], users[STREAM_USERS]
-        with _workers(context, env, schedulers=2, executors=2) as workers:
+        with started_workers(context, env, schedulers=2, executors=2) as workers:
             tokens = tokens_for(users)
             first_due = time.time() + CREATE_LEAD + (stream + flood) / CREATE_RATE_FLOOR
             requests = _stream_requests(stream_users, stream, first_due)
@@ -77,7 +83,7 @@ def run_steady_beside_flood(context) -> dict:
         "flood_jobs": flood,
         "flood_drain_seconds": round(drain, 2),
         "flood_jobs_per_second": round(flood / drain),
-        "setup": _setup(
+        "setup": describe_setup(
             schedulers=2,
             executors=2,
             extra=f"{STREAM_USERS} weight-1 users' no-op jobs due at {PEAK_RATE:,}/s for "

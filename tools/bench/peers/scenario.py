@@ -39,15 +39,7 @@ from django.db import connections
 from django.utils import timezone
 
 from jobsvc.sharding.shards import shard_alias, shard_ids
-from tools.bench.dispatch import (
-    PEAK_RATE,
-    _clean_slate,
-    _on_every_shard,
-    _scenario_env,
-    _workers,
-    load_spread,
-    run_lateness,
-)
+from tools.bench.dispatch import run_lateness
 from tools.bench.fairness import _wait_until_all_finished
 from tools.bench.peers.records import (
     RECORD_DIR_ENV,
@@ -58,6 +50,14 @@ from tools.bench.peers.records import (
 )
 from tools.bench.peers.venv import installed_versions, peers_venv
 from tools.bench.processes import REPO, WorkerProcess
+from tools.bench.scenario_stack import (
+    PEAK_RATE,
+    clean_slate,
+    load_spread,
+    on_every_shard,
+    scenario_env,
+    started_workers,
+)
 from tools.devstack.ports import free_port
 
 DRAIN_JOBS = 100_000
@@ -131,13 +131,13 @@ def _run_dir(context) -> Path:
 
 
 def _ours_drain(context, jobs: int) -> dict:
-    env = _scenario_env(context, "peers-drain")
-    with _clean_slate((1.0,) * DRAIN_USERS) as users:
+    env = scenario_env(context, "peers-drain")
+    with clean_slate((1.0,) * DRAIN_USERS) as users:
         past = timezone.now() - timedelta(minutes=1)
         total = load_spread(users, jobs // DRAIN_USERS, lambda i: past)
-        with _workers(context, env, schedulers=2, executors=2) as workers:
+        with started_workers(context, env, schedulers=2, executors=2) as workers:
             _wait_until_all_finished(total, workers)
-        starts = _on_every_shard("SELECT extract(epoch FROM started_at)::float8 FROM jobs")
+        starts = on_every_shard("SELECT extract(epoch FROM started_at)::float8 FROM jobs")
     return drain_numbers(start for (start,) in starts)
 
 
