@@ -39,10 +39,10 @@ from django.utils import timezone
 from jobsvc.accounts.models import User
 from jobsvc.jobs import store
 from jobsvc.jobs.specs import JobSpec
-from jobsvc.messaging.topics import ensure_topics, jobs_topics
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias, shard_ids
 from tools.bench.processes import WorkerProcess
+from tools.bench.scenario_stack import isolated_env
 from tools.bench.stack_cpu import CpuUsed, StackCpu
 
 FULL_JOBS = 500_000
@@ -52,10 +52,9 @@ COPY_CHUNK = 20_000  # rows per COPY statement
 POLL_SECONDS = 0.5  # between progress checks while a run lasts
 MIN_RUN_TIMEOUT = 120.0  # seconds a run may take at least; more for large runs
 TARGET_JOBS_PER_SECOND = 10_000
+
+
 # Settings of every worker process in a run: a benchmark measures the system, not its logs.
-WORKER_ENV = {"JOBSVC_LOG_LEVEL": "WARNING"}
-
-
 @dataclass(frozen=True)
 class RunConfig:
     schedulers: int
@@ -124,32 +123,19 @@ def run_once(
 ) -> RunResult:
     """Load ``jobs`` overdue jobs, run them through the workers, measure, clean up."""
     _load(users, jobs)
-    suffix = uuid.uuid4().hex[:8]
-    topic, dead_letter = f"bench-jobs-{suffix}", f"bench-dead-letter-{suffix}"
-    ensure_topics(
-        bootstrap=settings.KAFKA_BOOTSTRAP,
-        topics=jobs_topics(
-            jobs_topic=topic,
-            dead_letter_topic=dead_letter,
-            partitions=settings.KAFKA_JOBS_PARTITIONS,
-        ),
-    )
-    worker_env = {
-        **env,
-        **WORKER_ENV,
-        **config.env,
-        "JOBSVC_KAFKA_JOBS_TOPIC": topic,
-        "JOBSVC_KAFKA_DEAD_LETTER_TOPIC": dead_letter,
-        "JOBSVC_EXECUTOR_GROUP_ID": f"bench-executors-{suffix}",
-        "JOBSVC_ZK_ROOT": f"/bench-{suffix}",
-    }
+    worker_env = isolated_env(env, "end-to-end", **config.env)
     cpu = StackCpu(launcher_pid=os.getppid())
     # CPU used, jobs left and the time, at the first check that finds jobs finished.
     steady_from: tuple[dict[str, float], int, float] | None = None
     started_wall = timezone.now()
     started = time.monotonic()
     processes = [
-        WorkerProcess(kind=kind, name=f"bench-{kind}-{suffix}-{n}", env=worker_env, log_dir=log_dir)
+        WorkerProcess(
+            kind=kind,
+            name=f"bench-{kind}-{n}-{uuid.uuid4().hex[:4]}",
+            env=worker_env,
+            log_dir=log_dir,
+        )
         for kind, count in (("scheduler", config.schedulers), ("executor", config.executors))
         for n in range(count)
     ]

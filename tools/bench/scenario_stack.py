@@ -129,6 +129,11 @@ def wait_for(predicate: Callable[[], bool], *, timeout: float, what: str, worker
 
 def scenario_env(context, name: str, **extra: str) -> dict[str, str]:
     """The stack's environment with this scenario's own topics and ZooKeeper root."""
+    return isolated_env(context.env, name, **extra)
+
+
+def isolated_env(base: dict[str, str], name: str, **extra: str) -> dict[str, str]:
+    """``base`` with new topics, consumer group and ZooKeeper root named after ``name``."""
     suffix = f"{name}-{secrets.token_hex(3)}"
     jobs_topic, dead_letter_topic = f"bench-jobs-{suffix}", f"bench-dead-letter-{suffix}"
     ensure_topics(
@@ -140,7 +145,7 @@ def scenario_env(context, name: str, **extra: str) -> dict[str, str]:
         ),
     )
     return {
-        **context.env,
+        **base,
         "JOBSVC_KAFKA_JOBS_TOPIC": jobs_topic,
         "JOBSVC_KAFKA_DEAD_LETTER_TOPIC": dead_letter_topic,
         "JOBSVC_EXECUTOR_GROUP_ID": f"bench-executors-{suffix}",
