@@ -9,16 +9,28 @@ and while several users have jobs held, their starts follow their weights.
 ``FairQueue`` is start-time fair queueing with unit-cost jobs: each user has a *pass*, the
 virtual time of its next start. ``take`` serves the user with the smallest pass (ties: who
 came first), moves the virtual time there, and adds ``1 / weight`` to that user's pass.
-A user's own jobs go highest priority first, then in arrival order, so an urgent job
-overtakes its user's own backlog. A user that had nothing held starts from the current
-virtual time, never from an older pass (no banked credit), at a fraction of its stride
-past it: the golden-ratio sequence spreads users of one weight that come in together over
-the stride, so that their errors in any window cancel instead of adding up. A user served
-ahead keeps its pass while its queue is empty for a moment.
+A user's own jobs go highest priority first, so an urgent job overtakes its user's own
+backlog, then in arrival order; but the sources items say they came from (their shards)
+take turns within a user, ``SOURCE_TURN`` items each, each source's in arrival order.
+A user that had nothing held starts from the current virtual time, never from an older
+pass (no banked credit), at a fraction of its stride past it: the golden-ratio sequence
+spreads users of one weight that come in together over the stride, so that their errors
+in any window cancel instead of adding up. A user served ahead keeps its pass while its
+queue is empty for a moment.
 
 ``StartOrder`` holds two of them, one per resource jobs wait for: jobs whose handler runs
 inline (in the claim's transaction) are taken a claim batch at a time, jobs that need a
 handler thread only as threads come free. Each resource is shared by weight.
+
+Inline jobs take turns by shard. Each shard's scheduler supplies a user as fast as the
+user's jobs from that shard finish (scheduler_worker.in_flight), so in arrival order a
+shard that happened to supply more stays ahead, and the user's shards run out a second or
+more apart, its share falling while the last ones drain. Taking turns, no shard gets more
+than a turn ahead at an executor, and they run out together. A turn is longer than a
+claim batch, so a batch takes each user's jobs from one or two shards, as in arrival
+order, not one transaction per shard for every batch. Thread jobs keep arrival order:
+taken a few at a time, turns would make each claim span more shards, and their run-out
+follows the executors' spread, not the shards' (docs/design/fairness.md).
 Not thread-safe: the executor's loop thread owns it.
 """
 
@@ -32,13 +44,21 @@ from typing import Generic, Protocol, TypeVar
 T = TypeVar("T")
 
 _GOLDEN_RATIO_CONJUGATE = (5**0.5 - 1) / 2  # its multiples mod 1 spread evenly over [0, 1)
+# A user's items from one source taken in a row while its others wait: more than the
+# executor's claim batch (250 inline jobs, all users').
+SOURCE_TURN = 256
 
 
 class FairQueue(Generic[T]):
     """Items of users, taken in weighted fair order (see the module's docstring)."""
 
-    def __init__(self) -> None:
-        self._queues: dict[Hashable, list[tuple[int, int, T]]] = {}  # (-priority, seq, item)
+    def __init__(self, *, source_turn: int = SOURCE_TURN) -> None:
+        self._source_turn = source_turn
+        # Per user: (-priority, its source's turn, seq, item); each source's next slot
+        # (turn x source_turn + place in it); the first slot of the latest turn taken.
+        self._queues: dict[Hashable, list[tuple[int, int, int, T]]] = {}
+        self._slots: dict[Hashable, dict[Hashable, int]] = {}
+        self._levels: dict[Hashable, int] = {}
         self._weights: dict[Hashable, float] = {}
         self._turns: list[tuple[float, int, Hashable]] = []  # (pass, seq, user)
         self._ahead: dict[Hashable, float] = {}  # served-ahead passes of users with nothing
@@ -50,8 +70,11 @@ class FairQueue(Generic[T]):
     def __len__(self) -> int:
         return self._size
 
-    def put(self, user: Hashable, weight: float, item: T, *, priority: int = 0) -> None:
-        """Hold ``item`` of ``user``, whose weight (positive) is ``weight``."""
+    def put(
+        self, user: Hashable, weight: float, item: T, *, priority: int = 0, source: Hashable = None
+    ) -> None:
+        """Hold ``item`` of ``user``, whose weight (positive) is ``weight``, from ``source``
+        (a source that had nothing held joins the turn being taken: it banks no turns)."""
         if not weight > 0:
             raise ValueError(f"weight must be positive, got {weight!r}")
         queue = self._queues.get(user)
@@ -64,7 +87,10 @@ class FairQueue(Generic[T]):
                 start = self._virtual + self._phase / weight
             heapq.heappush(self._turns, (start, seq, user))
         self._weights[user] = weight  # the latest item's weight counts
-        heapq.heappush(queue, (-priority, seq, item))
+        slots = self._slots.setdefault(user, {})
+        slot = max(slots.get(source, 0), self._levels.get(user, 0))
+        slots[source] = slot + 1
+        heapq.heappush(queue, (-priority, slot // self._source_turn, seq, item))
         self._size += 1
 
     def take(self, count: int) -> list[T]:
@@ -73,13 +99,15 @@ class FairQueue(Generic[T]):
         while len(taken) < count and self._turns:
             start, seq, user = heapq.heappop(self._turns)
             queue = self._queues[user]
-            taken.append(heapq.heappop(queue)[2])
+            _, turn, _, item = heapq.heappop(queue)
+            taken.append(item)
+            self._levels[user] = max(self._levels.get(user, 0), turn * self._source_turn)
             self._virtual = start
             following = start + 1.0 / self._weights[user]
             if queue:
                 heapq.heappush(self._turns, (following, seq, user))
             else:
-                del self._queues[user], self._weights[user]
+                self._forget(user)
                 self._ahead[user] = following
         self._size -= len(taken)
         if len(self._ahead) > 2 * len(self._queues) + 64:  # forget passes already reached
@@ -92,13 +120,16 @@ class FairQueue(Generic[T]):
         removed: list[T] = []
         for user in list(self._queues):
             queue = self._queues[user]
-            kept = [entry for entry in queue if keep(entry[2])]
+            kept = [entry for entry in queue if keep(entry[3])]
             if len(kept) == len(queue):
                 continue
-            removed += [entry[2] for entry in queue if not keep(entry[2])]
+            removed += [entry[3] for entry in queue if not keep(entry[3])]
             if kept:
                 heapq.heapify(kept)
                 self._queues[user] = kept
+                # What comes next, of any source, goes after what was kept.
+                self._slots[user] = {}
+                self._levels[user] = (max(entry[1] for entry in kept) + 1) * self._source_turn
             else:
                 self._drop_user(user)
         self._size -= len(removed)
@@ -106,16 +137,20 @@ class FairQueue(Generic[T]):
 
     def clear(self) -> list[T]:
         """Everything held, in no particular order; the queue is empty after."""
-        items = [entry[2] for queue in self._queues.values() for entry in queue]
-        self.__init__()
+        items = [entry[3] for queue in self._queues.values() for entry in queue]
+        self.__init__(source_turn=self._source_turn)
         return items
 
     def _drop_user(self, user: Hashable) -> None:
         turn = next(entry for entry in self._turns if entry[2] == user)
         self._turns.remove(turn)
         heapq.heapify(self._turns)
-        del self._queues[user], self._weights[user]
+        self._forget(user)
         self._ahead[user] = turn[0]
+
+    def _forget(self, user: Hashable) -> None:
+        del self._queues[user], self._weights[user], self._slots[user]
+        self._levels.pop(user, None)
 
 
 class Startable(Protocol):
@@ -158,7 +193,8 @@ class StartOrder(Generic[S]):
                 aside.append(job)
                 continue
             queue = self._inline if job.inline else self._threaded
-            queue.put(job.user_id, job.weight, job, priority=job.priority)
+            source = job.shard_id if job.inline else None  # see the module's docstring
+            queue.put(job.user_id, job.weight, job, priority=job.priority, source=source)
 
     def take(self, *, inline: int, threaded: int) -> list[S]:
         """Up to ``inline`` jobs that run inline and ``threaded`` that need a thread, each

@@ -458,6 +458,16 @@ def report(rows: list[Row], users: dict[int, float]) -> str:
         "last start, seconds after the first: "
         + ", ".join(f"weight {w:g} {max(starts[u]) - first:.2f}" for u, w in users.items())
     )
+    last_on_shard: dict[tuple[int, int], float] = {}
+    for row in rows:
+        key = (row.user_id, row.shard_id)
+        last_on_shard[key] = max(last_on_shard.get(key, row.started), row.started)
+    lines.append("last start on each shard, seconds after the first:")
+    lines += [
+        f"  weight {weight:g}: "
+        + str([round(last_on_shard.get((user_id, s), first) - first, 2) for s in shard_ids()])
+        for user_id, weight in users.items()
+    ]
     ideal = weighted_shares(users)
     lines.append(
         "second  started  "

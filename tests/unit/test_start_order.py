@@ -1,6 +1,6 @@
 """The start order: held jobs start in weighted fair order across users (stride scheduling),
-each user's by priority; inline and thread jobs are two queues; an unreachable shard's jobs
-are set aside until it answers."""
+each user's by priority, then its shards in turns; inline and thread jobs are two queues;
+an unreachable shard's jobs are set aside until it answers."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from executor_worker.start_order import FairQueue, StartOrder
+from executor_worker.start_order import SOURCE_TURN, FairQueue, StartOrder
 
 
 def filled(backlogs: dict[str, tuple[float, int]]) -> FairQueue[tuple[str, int]]:
@@ -37,6 +37,40 @@ def test_a_users_jobs_keep_their_order():
     for user in ("a", "b"):
         assert [index for who, index in taken if who == user] == list(range(50))
     assert len(queue) == 0
+
+
+def test_a_users_shards_take_turns_each_in_its_own_arrival_order():
+    queue: FairQueue[tuple[int, int]] = FairQueue(source_turn=4)
+    for shard in (0, 1):  # shard 0's jobs all arrived first
+        for index in range(12):
+            queue.put("a", 1.0, (shard, index), source=shard)
+    taken = queue.take(24)
+    assert [shard for shard, _ in taken] == ([0] * 4 + [1] * 4) * 3
+    for shard in (0, 1):
+        assert [index for who, index in taken if who == shard] == list(range(12))
+
+
+def test_a_shard_that_had_nothing_held_joins_the_turn_being_taken():
+    queue: FairQueue[tuple[int, int]] = FairQueue(source_turn=4)
+    for index in range(40):
+        queue.put("a", 1.0, (0, index), source=0)
+    queue.take(18)  # in the middle of shard 0's fifth turn: it banked nothing for shard 1
+    for index in range(10):
+        queue.put("a", 1.0, (1, index), source=1)
+    assert [shard for shard, _ in queue.take(12)] == [0, 0] + [1] * 4 + [0] * 4 + [1] * 2
+
+
+def test_a_shard_set_aside_and_back_goes_on_behind_what_it_kept():
+    queue: FairQueue[tuple[int, int]] = FairQueue(source_turn=2)
+    for index in range(6):
+        for shard in (0, 1):
+            queue.put("a", 1.0, (shard, index), source=shard)
+    removed = queue.remove(lambda job: job[0] == 0 or job[1] < 2)  # shard 1 keeps 2 jobs
+    assert sorted(removed) == [(1, index) for index in range(2, 6)]
+    for job in removed:
+        queue.put("a", 1.0, job, source=1)
+    taken = queue.take(12)
+    assert [index for shard, index in taken if shard == 1] == list(range(6))
 
 
 def test_a_users_urgent_job_overtakes_its_own_backlog_not_the_others():
@@ -141,3 +175,15 @@ def test_a_shards_jobs_are_set_aside_until_it_can_be_tried_and_then_come_back():
     order.restore(lambda shard: shard == 1)
     assert order.set_aside() == 0
     assert len(order.take(inline=10, threaded=0)) == 3
+
+
+def test_inline_jobs_take_turns_by_shard_and_thread_jobs_keep_their_order():
+    order: StartOrder[Job] = StartOrder()
+    turn = SOURCE_TURN
+    for inline in (True, False):  # every job of shard 0 arrived before shard 1's
+        order.put([Job(1, 0, inline) for _ in range(2 * turn)])
+        order.put([Job(1, 1, inline) for _ in range(2 * turn)])
+    inline_shards = [job.shard_id for job in order.take(inline=2 * turn, threaded=0)]
+    assert inline_shards == [0] * turn + [1] * turn
+    thread_shards = [job.shard_id for job in order.take(inline=0, threaded=3 * turn)]
+    assert thread_shards == [0] * (2 * turn) + [1] * turn
