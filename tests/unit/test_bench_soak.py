@@ -7,7 +7,7 @@ import pytest
 
 from tools.bench import memory, soak_numbers
 from tools.bench.plots import plot_scenario
-from tools.bench.soak import Sample, soak_result
+from tools.bench.soak_report import Sample, soak_result
 
 
 def test_histograms_of_the_shards_add_up_by_minute_and_millisecond():
@@ -185,11 +185,12 @@ def _jobs(minutes: int, p99: int = 40) -> dict:
 
 
 LOADGEN = {"created": 83_340 * 4, "errors": {"total": 0}, "dropped_slots": 0}
+SETUP = "2 schedulers, 2 executors"
 
 
 def test_a_steady_soak_passes_and_its_table_has_a_row_a_minute():
     result = soak_result(
-        minutes=4, samples=_samples(4), jobs=_jobs(4), loadgen=LOADGEN, roles=ROLES
+        minutes=4, samples=_samples(4), jobs=_jobs(4), loadgen=LOADGEN, roles=ROLES, setup=SETUP
     )
     assert result["passed"] is True, result["checks"]
     assert result["per_minute"]["created_per_s"] == [1389.0] * 4
@@ -211,6 +212,7 @@ def test_a_growing_broker_and_a_worker_over_150_mib_fail_the_soak():
         jobs=_jobs(6),
         loadgen={**LOADGEN, "created": 83_340 * 6},
         roles=ROLES,
+        setup=SETUP,
     )
     assert result["checks"]["memory_growth"]["grown"] == ["broker"]
     assert result["checks"]["worker_rss"]["peaks_mib"]["executor-1"] == 190.0
@@ -222,13 +224,15 @@ def test_a_growing_broker_and_a_worker_over_150_mib_fail_the_soak():
 def test_a_job_that_never_ran_fails_the_soak():
     jobs = _jobs(4)
     jobs["statuses"] = {"succeeded": 83_340 * 4 - 1, "queued": 1}
-    result = soak_result(minutes=4, samples=_samples(4), jobs=jobs, loadgen=LOADGEN, roles=ROLES)
+    result = soak_result(
+        minutes=4, samples=_samples(4), jobs=jobs, loadgen=LOADGEN, roles=ROLES, setup=SETUP
+    )
     assert result["checks"]["every_job_ran"]["passed"] is False
 
 
 def test_the_soak_plots_lateness_memory_and_tables(tmp_path):
     result = soak_result(
-        minutes=4, samples=_samples(4), jobs=_jobs(4), loadgen=LOADGEN, roles=ROLES
+        minutes=4, samples=_samples(4), jobs=_jobs(4), loadgen=LOADGEN, roles=ROLES, setup=SETUP
     )
     plots = plot_scenario("soak", result, tmp_path)
     assert [plot.file for plot in plots] == [
@@ -263,12 +267,12 @@ def test_shared_buffers_filling_up_is_not_growth_but_private_memory_is():
         ]
 
     filling = soak_result(
-        minutes=6, samples=samples(0.0), jobs=_jobs(6), loadgen=LOADGEN, roles=roles
+        minutes=6, samples=samples(0.0), jobs=_jobs(6), loadgen=LOADGEN, roles=roles, setup=SETUP
     )
     assert filling["memory_mib"]["postgres-a"]["pss_mib"][-1] == 160.0
     assert filling["checks"]["memory_growth"]["grown"] == []
     leaking = soak_result(
-        minutes=6, samples=samples(5.0), jobs=_jobs(6), loadgen=LOADGEN, roles=roles
+        minutes=6, samples=samples(5.0), jobs=_jobs(6), loadgen=LOADGEN, roles=roles, setup=SETUP
     )
     assert leaking["checks"]["memory_growth"]["grown"] == ["postgres-a"]
 
@@ -276,7 +280,9 @@ def test_shared_buffers_filling_up_is_not_growth_but_private_memory_is():
 def test_a_minute_the_load_generator_fell_behind_in_fails_the_soak():
     jobs = _jobs(4)
     jobs["created_per_minute"][2] = 1_300 * 60  # 1,300 jobs/s: not the design peak
-    result = soak_result(minutes=4, samples=_samples(4), jobs=jobs, loadgen=LOADGEN, roles=ROLES)
+    result = soak_result(
+        minutes=4, samples=_samples(4), jobs=jobs, loadgen=LOADGEN, roles=ROLES, setup=SETUP
+    )
     assert result["checks"]["rate_held"] == {
         "at_least": 1361.2,
         "minutes_short": [3],
