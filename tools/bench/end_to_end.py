@@ -54,7 +54,6 @@ MIN_RUN_TIMEOUT = 120.0  # seconds a run may take at least; more for large runs
 TARGET_JOBS_PER_SECOND = 10_000
 
 
-# Settings of every worker process in a run: a benchmark measures the system, not its logs.
 @dataclass(frozen=True)
 class RunConfig:
     schedulers: int
