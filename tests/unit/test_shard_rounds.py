@@ -266,19 +266,7 @@ def test_a_shard_keeps_in_flight_what_its_executors_finish_in_a_second_of_work()
 
 def test_a_shard_keeps_at_most_its_maximum_and_at_least_the_minimum_in_flight():
     assert flying_after((6.0, 500)) == 2000
-    assert flying_after((60.0, 5)) == MIN_LIMIT  # 50 jobs/s: under the minimum
-
-
-def test_until_the_finish_rate_is_measured_the_limit_is_the_maximum_shared_by_weight():
-    shard = InMemoryShard()
-    weights = {user: (1.0, 2.0, 5.0, 10.0)[user % 4] for user in range(100)}
-    for user in weights:
-        shard.add(user, 100)
-    rounds_of(shard, weights, max_in_flight=2000, in_flight_seconds=1.0).dispatch_round()
-    per_weight = Counter()
-    for user, weight in weights.items():
-        per_weight[weight] += shard.flying[user]
-    assert per_weight[10.0] / per_weight[1.0] == pytest.approx(10, rel=0.2)
+    assert flying_after((6.0, 0)) == MIN_LIMIT
 
 
 def test_the_jobs_in_flight_follow_a_change_of_the_finish_rate_within_seconds():
