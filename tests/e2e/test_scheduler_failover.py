@@ -10,6 +10,7 @@ from collections import Counter
 
 import pytest
 from django.conf import settings
+from django.db.models import Count
 
 from coordination.client import connect
 from coordination.paths import ZnodePaths
@@ -18,6 +19,7 @@ from jobsvc.sharding.shards import shard_alias, shard_ids
 from scheduler_worker.queries import LOST_ATTEMPT_ERROR
 from tests.e2e.conftest import FAST_TIMINGS
 from tests.e2e.jobs import all_jobs, create, due_in, spec, status_counts
+from tests.e2e.servers import postgres_log_marks, postgres_logs_since
 from tests.waiting import wait_until
 from tools.devstack import zookeeper
 
@@ -102,6 +104,19 @@ def create_jobs(user_id: int, url: str, *, first: float, last: float) -> list[st
     return ids
 
 
+def jobs_by_epoch(shards) -> dict[int, dict[tuple[str, int | None], int]]:
+    """Per shard: how many of its jobs have each status and dispatch epoch."""
+    return {
+        shard_id: {
+            (row["status"], row["dispatch_epoch"]): row["n"]
+            for row in Job.objects.using(shard_alias(shard_id))
+            .values("status", "dispatch_epoch")
+            .annotate(n=Count("id"))
+        }
+        for shard_id in shards
+    }
+
+
 def assert_each_job_ran_exactly_once(ids: list[str], receiver) -> None:
     wait_until(
         lambda: status_counts()["succeeded"] == len(ids), timeout=60, what="every job succeeded"
@@ -143,7 +158,8 @@ def test_a_killed_schedulers_shards_move_to_the_survivor_without_losing_a_job(
 
 def test_a_frozen_scheduler_is_fenced_off_and_no_job_runs_twice(make_user, start_worker, receiver):
     user = make_user()
-    a, _b = start_pair(start_worker)
+    database_logs = postgres_log_marks()
+    a, b = start_pair(start_worker)
     ids = create_jobs(user.pk, receiver.url, first=1.0, last=12.0)
     wait_until(lambda: len(receiver.count_by_job()) >= JOBS // 10, timeout=30, what="stream ran")
     frozen = {s: lease(s) for s, owner in owners().items() if owner == "scheduler-a"}
@@ -157,14 +173,21 @@ def test_a_frozen_scheduler_is_fenced_off_and_no_job_runs_twice(make_user, start
     assert takeover < TAKEOVER_BOUND, f"takeover took {takeover:.1f} s"
     taken = {s: lease(s) for s in frozen}
     assert all(taken[s].epoch > frozen[s].epoch for s in frozen)
-    wait_until(
-        lambda: all(
-            Job.objects.using(shard_alias(s)).filter(dispatch_epoch=taken[s].epoch).exists()
-            for s in frozen
-        ),
-        timeout=20,
-        what="the new owner dispatches from the taken shards while the old one is frozen",
-    )
+    try:
+        wait_until(
+            lambda: all(
+                Job.objects.using(shard_alias(s)).filter(dispatch_epoch=taken[s].epoch).exists()
+                for s in frozen
+            ),
+            timeout=20,
+            what="the new owner dispatches from the taken shards while the old one is frozen",
+        )
+    except AssertionError as failure:
+        raise AssertionError(
+            f"{failure}\njobs by shard, status and epoch: {jobs_by_epoch(frozen)}\n"
+            f"the new owner's log ends:\n{b.log()[-4000:]}\n"
+            f"PostgreSQL logged:\n{postgres_logs_since(database_logs)[-4000:]}"
+        ) from None
 
     a.resume()  # SIGCONT: it runs on, believing for a moment that it owns its shards
     wait_until(
