@@ -386,12 +386,13 @@ SCHEDULER_MAX_IN_FLIGHT_PER_SHARD = env_int(
     "JOBSVC_SCHEDULER_MAX_IN_FLIGHT_PER_SHARD", 2000, minimum=1
 )
 # Seconds of work a shard keeps in flight: its limit is the rate its jobs finish times
-# this, from 100 jobs up to JOBSVC_SCHEDULER_MAX_IN_FLIGHT_PER_SHARD. The longer executors
-# hold a user's jobs, the further their start rates drift apart before its last ones, and
-# the more its share falls in the second before its last start (docs/design/fairness.md);
-# shorter, their batches get smaller (more CPU per job) and they may wait for work. Jobs
-# due at a steady rate spend about JOBSVC_SCHEDULER_DISPATCH_AHEAD_SECONDS in flight; a
-# limit below that sends them closer to their due time. 0: the maximum always.
+# this, from 100 jobs up to JOBSVC_SCHEDULER_MAX_IN_FLIGHT_PER_SHARD (the maximum until
+# that rate is measured). The longer executors hold a user's jobs, the further their
+# start rates drift apart before its last ones, and the more its share falls in the
+# second before its last start (docs/design/fairness.md); shorter, their batches get
+# smaller (more CPU per job) and they may wait for work. Jobs due at a steady rate spend
+# about JOBSVC_SCHEDULER_DISPATCH_AHEAD_SECONDS in flight; a limit below that sends them
+# closer to their due time. 0: the maximum always.
 SCHEDULER_IN_FLIGHT_SECONDS = env_float("JOBSVC_SCHEDULER_IN_FLIGHT_SECONDS", 1.0, minimum=0.0)
 # A queued job no executor claimed within this many seconds of its due time is dispatched
 # again: the last resort for a message lost on a path nothing else detects.

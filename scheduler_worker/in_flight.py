@@ -56,7 +56,11 @@ class ShardInFlight:
         self.store = store
         self.max_in_flight = max_in_flight
         self.seconds_of_work = seconds_of_work  # 0: the limit is max_in_flight
-        self.finish_rate = 0.0  # jobs a second, smoothed over about RATE_WINDOW seconds
+        # Jobs a second, smoothed over about RATE_WINDOW seconds. Until the executors' pace
+        # is measured, as if they finished the maximum in a second of work: a start from
+        # MIN_LIMIT would share 100 jobs by rounding up, one each to a hundred users
+        # whatever their weights.
+        self.finish_rate = max_in_flight / seconds_of_work if seconds_of_work else 0.0
         self._clock = clock
         self._label = str(store.shard_id)
         # As last counted, plus claimed since: per user, and per user and partition.
@@ -111,7 +115,7 @@ class ShardInFlight:
         for (user, _), count in self._by_partition.items():
             self._by_user[user] += count
         finished, elapsed = max(0, expected - self._by_user.total()), now - self._counted_at
-        if elapsed > 0:  # the first count (elapsed infinite) gives a rate of 0
+        if 0 < elapsed < math.inf:  # the first count only starts the measurement
             weight = 1.0 - math.exp(-elapsed / RATE_WINDOW)
             self.finish_rate += weight * (finished / elapsed - self.finish_rate)
         self._counted_at = now

@@ -6,8 +6,9 @@ One round (``dispatch_round``):
    their weights;
 2. each user's room: its weighted share of the shard's in-flight limit, less its jobs in
    flight (``scheduler_worker.in_flight``); a round claims ``ROUND_MAX_JOBS`` at most,
-   each user's room scaled down alike (a limit far above the jobs one claim statement
-   and one batch of messages should carry);
+   each user's room scaled down alike, so that a shard's limit is filled in a few rounds
+   each in weighted shares (within a round, a partition carries the users' jobs one user
+   after the other);
 3. claim: mark up to that many of each user's due jobs queued, highest priority first,
    then oldest, fenced by our epoch, each with the partition it goes to: the user's jobs
    go to the partitions that hold fewest of them in flight
@@ -49,7 +50,7 @@ from scheduler_worker.shard_store import ClaimedJob, ShardStore
 
 logger = logging.getLogger(__name__)
 
-ROUND_MAX_JOBS = 2000  # jobs one round claims at most, over all its users
+ROUND_MAX_JOBS = 500  # jobs one round claims at most, over all its users
 
 
 class Weights(Protocol):
@@ -141,7 +142,8 @@ class ShardRounds:
             claimed = self._claim(quotas)
             got = Counter(job.user_id for job in claimed)
             filled = [user for user, quota in quotas.items() if got[user] >= quota]
-            spare = round_quotas(self.in_flight.spare(filled, weights), ROUND_MAX_JOBS)
+            left = ROUND_MAX_JOBS - len(claimed)
+            spare = round_quotas(self.in_flight.spare(filled, weights), left) if left > 0 else {}
             if spare:
                 claimed += self._claim(spare)
             return self.publisher.publish(claimed, weights, epoch=self.epoch)
