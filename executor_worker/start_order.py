@@ -39,6 +39,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -49,17 +50,45 @@ _GOLDEN_RATIO_CONJUGATE = (5**0.5 - 1) / 2  # its multiples mod 1 spread evenly 
 SOURCE_TURN = 256
 
 
+@dataclass(slots=True)
+class _UserQueue(Generic[T]):
+    """One user's held items and where its sources stand in their turns."""
+
+    weight: float  # the latest item's weight counts
+    # A heap of (-priority, its source's turn, seq, item).
+    items: list[tuple[int, int, int, T]] = field(default_factory=list)
+    slots: dict[Hashable, int] = field(default_factory=dict)  # each source's next slot
+    level: int = 0  # the first slot of the latest turn taken (turn x source_turn)
+
+    def push(self, item: T, *, priority: int, source: Hashable, seq: int, turn: int) -> None:
+        slot = max(self.slots.get(source, 0), self.level)
+        self.slots[source] = slot + 1
+        heapq.heappush(self.items, (-priority, slot // turn, seq, item))
+
+    def pop(self, turn: int) -> T:
+        _, taken_turn, _, item = heapq.heappop(self.items)
+        self.level = max(self.level, taken_turn * turn)
+        return item
+
+    def keep(self, keep: Callable[[T], bool], turn: int) -> list[T]:
+        """Take out the items ``keep`` refuses; what comes next, of any source, goes after
+        what was kept."""
+        kept = [entry for entry in self.items if keep(entry[3])]
+        if len(kept) == len(self.items):
+            return []
+        removed = [entry[3] for entry in self.items if not keep(entry[3])]
+        heapq.heapify(kept)
+        self.items, self.slots = kept, {}
+        self.level = (max((entry[1] for entry in kept), default=-1) + 1) * turn
+        return removed
+
+
 class FairQueue(Generic[T]):
     """Items of users, taken in weighted fair order (see the module's docstring)."""
 
     def __init__(self, *, source_turn: int = SOURCE_TURN) -> None:
         self._source_turn = source_turn
-        # Per user: (-priority, its source's turn, seq, item); each source's next slot
-        # (turn x source_turn + place in it); the first slot of the latest turn taken.
-        self._queues: dict[Hashable, list[tuple[int, int, int, T]]] = {}
-        self._slots: dict[Hashable, dict[Hashable, int]] = {}
-        self._levels: dict[Hashable, int] = {}
-        self._weights: dict[Hashable, float] = {}
+        self._users: dict[Hashable, _UserQueue[T]] = {}  # users with items held
         self._turns: list[tuple[float, int, Hashable]] = []  # (pass, seq, user)
         self._ahead: dict[Hashable, float] = {}  # served-ahead passes of users with nothing
         self._seq = itertools.count()
@@ -77,20 +106,17 @@ class FairQueue(Generic[T]):
         (a source that had nothing held joins the turn being taken: it banks no turns)."""
         if not weight > 0:
             raise ValueError(f"weight must be positive, got {weight!r}")
-        queue = self._queues.get(user)
+        queue = self._users.get(user)
         seq = next(self._seq)
         if queue is None:
-            queue = self._queues[user] = []
+            queue = self._users[user] = _UserQueue(weight)
             start = self._ahead.pop(user, self._virtual)
             if start <= self._virtual:
                 self._phase = (self._phase + _GOLDEN_RATIO_CONJUGATE) % 1.0
                 start = self._virtual + self._phase / weight
             heapq.heappush(self._turns, (start, seq, user))
-        self._weights[user] = weight  # the latest item's weight counts
-        slots = self._slots.setdefault(user, {})
-        slot = max(slots.get(source, 0), self._levels.get(user, 0))
-        slots[source] = slot + 1
-        heapq.heappush(queue, (-priority, slot // self._source_turn, seq, item))
+        queue.weight = weight
+        queue.push(item, priority=priority, source=source, seq=seq, turn=self._source_turn)
         self._size += 1
 
     def take(self, count: int) -> list[T]:
@@ -98,19 +124,17 @@ class FairQueue(Generic[T]):
         taken: list[T] = []
         while len(taken) < count and self._turns:
             start, seq, user = heapq.heappop(self._turns)
-            queue = self._queues[user]
-            _, turn, _, item = heapq.heappop(queue)
-            taken.append(item)
-            self._levels[user] = max(self._levels.get(user, 0), turn * self._source_turn)
+            queue = self._users[user]
+            taken.append(queue.pop(self._source_turn))
             self._virtual = start
-            following = start + 1.0 / self._weights[user]
-            if queue:
+            following = start + 1.0 / queue.weight
+            if queue.items:
                 heapq.heappush(self._turns, (following, seq, user))
             else:
-                self._forget(user)
+                del self._users[user]
                 self._ahead[user] = following
         self._size -= len(taken)
-        if len(self._ahead) > 2 * len(self._queues) + 64:  # forget passes already reached
+        if len(self._ahead) > 2 * len(self._users) + 64:  # forget passes already reached
             self._ahead = {user: p for user, p in self._ahead.items() if p > self._virtual}
         return taken
 
@@ -118,26 +142,16 @@ class FairQueue(Generic[T]):
         """Take out every item ``keep`` refuses (in no particular order); the users keep
         their passes."""
         removed: list[T] = []
-        for user in list(self._queues):
-            queue = self._queues[user]
-            kept = [entry for entry in queue if keep(entry[3])]
-            if len(kept) == len(queue):
-                continue
-            removed += [entry[3] for entry in queue if not keep(entry[3])]
-            if kept:
-                heapq.heapify(kept)
-                self._queues[user] = kept
-                # What comes next, of any source, goes after what was kept.
-                self._slots[user] = {}
-                self._levels[user] = (max(entry[1] for entry in kept) + 1) * self._source_turn
-            else:
+        for user, queue in list(self._users.items()):
+            removed += queue.keep(keep, self._source_turn)
+            if not queue.items:
                 self._drop_user(user)
         self._size -= len(removed)
         return removed
 
     def clear(self) -> list[T]:
         """Everything held, in no particular order; the queue is empty after."""
-        items = [entry[3] for queue in self._queues.values() for entry in queue]
+        items = [entry[3] for queue in self._users.values() for entry in queue.items]
         self.__init__(source_turn=self._source_turn)
         return items
 
@@ -145,12 +159,8 @@ class FairQueue(Generic[T]):
         turn = next(entry for entry in self._turns if entry[2] == user)
         self._turns.remove(turn)
         heapq.heapify(self._turns)
-        self._forget(user)
+        del self._users[user]
         self._ahead[user] = turn[0]
-
-    def _forget(self, user: Hashable) -> None:
-        del self._queues[user], self._weights[user], self._slots[user]
-        self._levels.pop(user, None)
 
 
 class Startable(Protocol):
