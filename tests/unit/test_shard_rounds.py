@@ -18,7 +18,7 @@ from django.utils import timezone
 from scheduler_worker.dispatch_config import DispatchConfig
 from scheduler_worker.errors import MessagesNotAcknowledged
 from scheduler_worker.in_flight import MIN_LIMIT, RECOUNT_INTERVAL
-from scheduler_worker.shard_rounds import ROUND_MAX_JOBS, ShardRounds, round_quotas
+from scheduler_worker.shard_rounds import ShardRounds, in_turns, round_quotas
 from scheduler_worker.shard_store import ClaimedJob
 from scheduler_worker.weights import weight_of
 
@@ -145,15 +145,6 @@ def rounds_of(
     return rounds
 
 
-def fill(rounds: ShardRounds) -> int:
-    """Dispatch rounds until one publishes nothing (a round claims ROUND_MAX_JOBS at
-    most); how many jobs they published."""
-    published = 0
-    while sent := rounds.dispatch_round():
-        published += sent
-    return published
-
-
 def test_each_backlogged_user_gets_its_weighted_share_of_the_limit_in_flight():
     shard = InMemoryShard()
     weights = {1: 1.0, 2: 2.0, 3: 4.0}
@@ -161,7 +152,7 @@ def test_each_backlogged_user_gets_its_weighted_share_of_the_limit_in_flight():
         shard.add(user, FLOOD)
     rounds = rounds_of(shard, weights, max_in_flight=700)
 
-    assert fill(rounds) == 700
+    assert rounds.dispatch_round() == 700
     assert dict(shard.flying) == {1: 100, 2: 200, 3: 400}
     assert rounds.dispatch_round() == 0  # full: nothing more until executors run some
 
@@ -172,7 +163,7 @@ def test_what_executors_finished_is_refilled_by_weight_at_the_next_count():
     for user in weights:
         shard.add(user, FLOOD)
     rounds = rounds_of(shard, weights, max_in_flight=400, clock=clock)
-    fill(rounds)
+    rounds.dispatch_round()
     shard.finish(1, 50)
     shard.finish(2, 150)  # started in proportion to the weights
 
@@ -186,7 +177,7 @@ def test_a_newcomer_beside_a_flood_at_the_limit_has_room_at_once():
     shard = InMemoryShard()
     shard.add(1, FLOOD)
     rounds = rounds_of(shard, max_in_flight=1000)
-    fill(rounds)
+    rounds.dispatch_round()
     assert shard.flying[1] == 1000
 
     shard.add(2, 3)  # a light user's jobs come due
@@ -199,9 +190,9 @@ def test_room_a_user_leaves_unused_goes_to_those_who_filled_theirs_up_to_the_lim
     shard.add(1, FLOOD)
     shard.add(2, 40)  # a steady user: few jobs due at a time
     shard.add(3, FLOOD)
-    rounds = rounds_of(shard, {1: 1.0, 2: 1.0, 3: 2.0}, max_in_flight=400)
+    rounds = rounds_of(shard, {1: 1.0, 2: 1.0, 3: 2.0}, max_in_flight=1000)
 
-    assert rounds.dispatch_round() == 400  # the limit, not 100 + 40 + 200
+    assert rounds.dispatch_round() == 1000  # the limit, not 250 + 40 + 500
     assert shard.flying[2] == 40
     assert shard.flying[3] == pytest.approx(2 * shard.flying[1], abs=2)
 
@@ -210,17 +201,17 @@ def test_a_user_over_its_share_gets_nothing_until_it_is_below_it():
     shard, clock = InMemoryShard(), Clock()
     shard.add(1, FLOOD)
     rounds = rounds_of(shard, max_in_flight=1000, clock=clock)
-    fill(rounds)
+    rounds.dispatch_round()
     shard.add(2, FLOOD)
-    fill(rounds)  # user 2 gets its half; user 1 holds its whole flood still
+    rounds.dispatch_round()  # user 2 gets its half; user 1 holds its whole flood still
     shard.finish(1, 300)
     clock.recount()
 
-    fill(rounds)
+    rounds.dispatch_round()
     assert shard.flying[1] == 700  # above its share of 500: no more for now
     shard.finish(1, 300)
     clock.recount()
-    fill(rounds)
+    rounds.dispatch_round()
     assert shard.flying[1] == 500
 
 
@@ -249,19 +240,24 @@ def test_a_round_claims_at_most_its_maximum_shared_by_the_rooms():
     assert round_quotas({1: 10_000, 2: 30_000}, 4000) == {1: 1000, 2: 3000}
 
 
-def test_a_shard_fills_its_limit_in_rounds_each_in_weighted_shares():
-    # Within a round a partition carries the users' jobs one user after the other: were
-    # the whole limit one round, executors would read the first users' jobs first.
+def test_a_round_sends_the_users_jobs_in_weighted_turns():
+    # A partition's messages are read in the order sent: user by user, as claimed, the
+    # executors would hold the first users' jobs before the last users'.
     shard, producer = InMemoryShard(), RecordingProducer()
     weights = {1: 1.0, 2: 2.0, 3: 4.0}
     for user in weights:
         shard.add(user, FLOOD)
-    rounds = rounds_of(shard, weights, max_in_flight=2000, producer=producer)
-    while sent := rounds.dispatch_round():
-        assert sent <= ROUND_MAX_JOBS + len(weights)  # each user's quota rounded up
-        shares = Counter(user for user, _ in producer.sent[-sent:])
-        assert shares == pytest.approx({1: sent / 7, 2: sent * 2 / 7, 3: sent * 4 / 7}, abs=1)
-    assert len(producer.sent) > ROUND_MAX_JOBS
+    rounds_of(shard, weights, max_in_flight=700, producer=producer).dispatch_round()
+    for end in range(70, 701, 70):
+        sent = Counter(user for user, _ in producer.sent[:end])
+        assert sent == pytest.approx({1: end / 7, 2: end * 2 / 7, 3: end * 4 / 7}, abs=1)
+
+
+def test_in_weighted_turns_each_user_s_jobs_keep_their_order():
+    jobs = [ClaimedJob(f"{user}-{n}", user, 0, None, None) for user in (1, 2) for n in range(4)]
+    ordered = in_turns(jobs, {1: 1.0, 2: 3.0})
+    assert [job.job_id for job in ordered if job.user_id == 2] == ["2-0", "2-1", "2-2", "2-3"]
+    assert [job.user_id for job in ordered[:4]] == [2, 2, 1, 2]
 
 
 @pytest.mark.parametrize("weight", [0.0, -1.0, float("inf"), float("nan")])
@@ -280,7 +276,7 @@ def flying_after(*phases: tuple[float, int], max_in_flight: int = 2000) -> int:
             rounds.dispatch_round()
             shard.finish(1, finishing_per_count)
             clock.recount()
-    fill(rounds)
+    rounds.dispatch_round()
     return shard.flying[1]
 
 
@@ -298,7 +294,7 @@ def test_until_the_finish_rate_is_measured_the_limit_is_the_maximum_shared_by_we
     weights = {user: (1.0, 2.0, 5.0, 10.0)[user % 4] for user in range(100)}
     for user in weights:
         shard.add(user, 100)
-    fill(rounds_of(shard, weights, max_in_flight=2000, in_flight_seconds=1.0))
+    rounds_of(shard, weights, max_in_flight=2000, in_flight_seconds=1.0).dispatch_round()
     per_weight = Counter()
     for user, weight in weights.items():
         per_weight[weight] += shard.flying[user]
