@@ -73,13 +73,17 @@ class _UserQueue(Generic[T]):
     def keep(self, keep: Callable[[T], bool], turn: int) -> list[T]:
         """Take out the items ``keep`` refuses; what comes next, of any source, goes after
         what was kept."""
-        kept = [entry for entry in self.items if keep(entry[3])]
-        if len(kept) == len(self.items):
-            return []
-        removed = [entry[3] for entry in self.items if not keep(entry[3])]
-        heapq.heapify(kept)
-        self.items, self.slots = kept, {}
-        self.level = (max((entry[1] for entry in kept), default=-1) + 1) * turn
+        kept: list[tuple[int, int, int, T]] = []
+        removed: list[T] = []
+        for entry in self.items:
+            if keep(entry[3]):
+                kept.append(entry)
+            else:
+                removed.append(entry[3])
+        if removed:
+            heapq.heapify(kept)
+            self.items, self.slots = kept, {}
+            self.level = (max((entry[1] for entry in kept), default=-1) + 1) * turn
         return removed
 
 
