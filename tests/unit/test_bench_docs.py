@@ -34,6 +34,15 @@ def test_each_promise_is_judged_from_the_numbers(results_dir):
     assert _row(text, "failover").endswith("| pass |")
 
 
+def test_a_failover_whose_throughput_did_not_recover_is_still_judged_by_loss(results_dir):
+    results_file = results_dir / "results.json"
+    results = json.loads(results_file.read_text())
+    results["failover"]["throughput_recovered_after_seconds"] = None
+    results_file.write_text(json.dumps(results))
+    text = docs.render(results_dir, None)
+    assert _row(text, "failover").endswith("throughput not back while jobs came due | pass |")
+
+
 def test_a_scenario_not_run_or_a_number_missing_gets_no_verdict(results_dir):
     text = docs.render(results_dir, None)
     assert _row(text, "end_to_end").endswith("| TBD | — |")
@@ -54,6 +63,15 @@ def test_the_page_names_the_yardsticks_time_at_the_start_and_end_of_the_run(resu
     results_file.write_text(json.dumps(results))
     text = docs.render(results_dir, None)
     assert "machine_speed.py) took 58.6 ms at the start and 61.0 ms at the end." in text
+
+
+def test_the_page_names_the_commit_the_run_measured(results_dir):
+    results_file = results_dir / "results.json"
+    results = json.loads(results_file.read_text())
+    results["machine"] |= {"commit": "1b9715c"}
+    results_file.write_text(json.dumps(results))
+    text = docs.render(results_dir, None)
+    assert "2026-11-28T10:00:00+00:00 at commit 1b9715c, a full run" in text
 
 
 def test_the_peers_are_listed_beside_jobsvc_and_the_missing_ones_are_tbd(results_dir):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -75,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         "platform": platform.platform(),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "mode": "quick" if args.quick else "full",
+        "commit": _commit(),
         "reference_ms_start": machine_speed.reference_ms(),
     }
     results: dict[str, dict] = {}
@@ -103,6 +105,23 @@ def main(argv: list[str] | None = None) -> int:
     report.write(args.out, machine=machine, results=results, sections=sections)
     print(f"results in {args.out}/", flush=True)
     return 0
+
+
+def _commit() -> str | None:
+    """The commit the tree is at, "+changes" if tracked files differ from it; None
+    outside a git checkout."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], capture_output=True, text=True, check=True, cwd=Path(__file__).parent
+        ).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "--short=7", "HEAD")
+        changed = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return commit + ("+changes" if changed else "")
 
 
 def _positive_int(text: str) -> int:

@@ -180,10 +180,10 @@ def _end_to_end(result: dict) -> Verdict:
 def _failover(result: dict) -> Verdict:
     lost = _get(result, "jobs_lost")
     twice = _get(result, "duplicate_executions_of_an_attempt")
-    back = _get(result, "throughput_recovered_after_seconds")
-    return Verdict(
-        f"{lost} lost, {twice} run twice; throughput back after {back} s", not lost and not twice
-    )
+    back = result.get("throughput_recovered_after_seconds")  # None: not within the run
+    recovered = f"back after {back} s" if back is not None else "not back while jobs came due"
+    figure = f"{lost} lost, {twice} run twice; throughput {recovered}"
+    return Verdict(figure, not lost and not twice)
 
 
 def _soak(result: dict) -> Verdict:
@@ -393,11 +393,17 @@ def report_plots(report: str) -> list[tuple[str, str, str]]:
     return plots
 
 
+def _at_commit(machine: dict) -> str:
+    commit = machine.get("commit")
+    return f" at commit {commit}" if commit else ""
+
+
 def machine_line(machine: dict | None) -> str:
     if not machine:
         return "Measured on: TBD (the machine, the date and the kind of run)."
     return (
-        f"Measured on {machine.get('date', '?')}, a {machine.get('mode', '?')} run, on "
+        f"Measured on {machine.get('date', '?')}{_at_commit(machine)}, a "
+        f"{machine.get('mode', '?')} run, on "
         f"{machine.get('cores', '?')} cores ({machine.get('platform', '?')}, Python "
         f"{machine.get('python', '?')}), with the whole stack and the benchmark on that "
         f"one machine{machine_speed.described(machine)}."
