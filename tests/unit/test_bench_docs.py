@@ -74,6 +74,26 @@ def test_the_page_names_the_commit_the_run_measured(results_dir):
     assert "2026-11-28T10:00:00+00:00 at commit 1b9715c, a full run" in text
 
 
+def test_a_scenario_from_a_run_of_its_own_is_judged_and_its_run_named(results_dir, tmp_path):
+    soak_run = tmp_path / "soak-results"
+    shutil.copytree(results_dir, soak_run)
+    first, other = results_dir / "results.json", soak_run / "results.json"
+    results, its_own = json.loads(first.read_text()), json.loads(other.read_text())
+    del results["failover"]
+    its_own["machine"] |= {"date": "2026-11-29T12:00:00+00:00", "commit": "abc1234"}
+    del its_own["api_create"]
+    first.write_text(json.dumps(results))
+    other.write_text(json.dumps(its_own))
+    assert _row(docs.render(results_dir, None), "failover").endswith("| TBD | — |")
+    text = docs.render(results_dir, None, add=[soak_run])
+    assert _row(text, "failover").endswith("| pass |")
+    assert (
+        "`failover`: a run of its own (`make bench ARGS='--only failover'`, then `--add` here)"
+        " on 2026-11-29T12:00:00+00:00 at commit abc1234" in text
+    )
+    assert "`api_create`: a run of its own" not in text  # the first run has it
+
+
 def test_the_peers_are_listed_beside_jobsvc_and_the_missing_ones_are_tbd(results_dir):
     text = docs.render(results_dir, None)
     assert "| jobsvc 0.2.0 | 15,000 | 6 ms | 24 ms |" in text
