@@ -146,3 +146,11 @@ def test_the_soak_row_names_minutes_short_of_the_rate_and_early_jobs(results_dir
     row = _row(docs.render(results_dir, None), "soak")
     assert "| rate short in minutes [2]; p99 8-14 ms a minute" in row
     assert row.endswith("250,020 of 250,020 jobs ran, 3 early | **fail** |")
+
+
+def test_a_soak_short_of_the_rate_in_every_minute_says_so_once(results_dir):
+    results = json.loads((results_dir / "results.json").read_text())
+    results["soak"]["checks"]["rate_held"] = {"minutes_short": [1, 2, 3], "passed": False}
+    (results_dir / "results.json").write_text(json.dumps(results))
+    row = _row(docs.render(results_dir, None), "soak")
+    assert "| rate short in every minute; p99 8-14 ms a minute" in row
