@@ -476,7 +476,8 @@ def render(results_dir: Path | None, out: Path | None, add: Sequence[Path] = ())
         names = [name for name in more if name != "machine" and name not in results]
         results |= {name: more[name] for name in names}
         plots += [plot for plot in more_plots if plot[0] in names]
-        added += [(names, more.get("machine") or {})] if names else []
+        if names:
+            added.append((names, more.get("machine") or {}))
     if out is None:
         return page(results, [(s, t, str(f)) for s, t, f in plots], added)
     target = out.parent / PLOTS_DIR
