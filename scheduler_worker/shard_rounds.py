@@ -14,7 +14,7 @@ One round (``dispatch_round``):
    (``scheduler_worker.partition_deal``); then, if the shard is below its limit, the room
    left goes to the users who filled theirs, by weight, in a second claim
    (``ShardInFlight.spare``);
-4. publish them in weighted turns (``in_turns``), without waiting for the broker
+4. publish them in weighted turns on each partition (``in_turns``), without waiting for the broker
    (``scheduler_worker.shard_publisher``). A round first releases the jobs whose
    messages the broker failed.
 
@@ -175,15 +175,18 @@ def round_quotas(rooms: dict[int, int], most: int) -> dict[int, int]:
 
 
 def in_turns(jobs: list[ClaimedJob], weights: dict[int, float]) -> list[ClaimedJob]:
-    """The round's jobs in weighted turns, each user's in the order claimed: a claim
-    returns them user by user, and a partition's messages are read in the order sent, so
-    from a round that fills a shard's limit the executors would hold the first users' jobs
-    before the last users' (the heaviest user of a 1:2:4 drain then started 0.47 of the
-    first second's jobs, against 0.57). Each user's n-th job goes at n / weight."""
-    taken: Counter[int] = Counter()
+    """The round's jobs in weighted turns on each partition, each user's in the order
+    claimed. An executor holds what it has read of its partitions, in the order sent. A
+    claim returns the jobs user by user, and a user's jobs go to the partitions in
+    consecutive slices (scheduler_worker.partition_deal): in claim order the executors
+    would hold the first users' jobs before the last users' (the heaviest user of a 1:2:4
+    drain then started 0.47 of the first second's jobs, against 0.57); in turns over the
+    whole round, each partition would start with one user's slice. So a user's n-th job
+    on a partition goes at n / weight."""
+    taken: Counter[tuple[int, int | None]] = Counter()
 
     def turn(job: ClaimedJob) -> float:
-        taken[job.user_id] += 1
-        return taken[job.user_id] / weight_of(weights, job.user_id)
+        taken[job.user_id, job.partition] += 1
+        return taken[job.user_id, job.partition] / weight_of(weights, job.user_id)
 
     return sorted(jobs, key=turn)  # keys computed once each, in order; ties keep it

@@ -253,6 +253,24 @@ def test_a_round_sends_the_users_jobs_in_weighted_turns():
         assert sent == pytest.approx({1: end / 7, 2: end * 2 / 7, 3: end * 4 / 7}, abs=1)
 
 
+def test_each_partition_s_messages_are_in_weighted_turns():
+    # An executor holds what it has read of each of its partitions, in the order sent. A
+    # user's jobs of a round go to the partitions in consecutive slices: in turns over the
+    # whole round, each partition would start with one user's slice, and a slow executor
+    # would start one user's jobs for a while.
+    shard, producer = InMemoryShard(), RecordingProducer(partitions=4)
+    weights = {1: 1.0, 2: 2.0, 3: 4.0}
+    for user in weights:
+        shard.add(user, FLOOD)
+    rounds_of(shard, weights, max_in_flight=2800, producer=producer).dispatch_round()
+    for partition in range(4):
+        users = [user for user, sent_to in producer.sent if sent_to == partition]
+        assert len(users) >= 700
+        for end in range(70, 701, 70):
+            sent = Counter(users[:end])
+            assert sent == pytest.approx({1: end / 7, 2: end * 2 / 7, 3: end * 4 / 7}, abs=1)
+
+
 def test_in_weighted_turns_each_user_s_jobs_keep_their_order():
     jobs = [ClaimedJob(f"{user}-{n}", user, 0, None, None) for user in (1, 2) for n in range(4)]
     ordered = in_turns(jobs, {1: 1.0, 2: 3.0})
