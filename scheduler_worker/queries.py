@@ -129,7 +129,11 @@ PICK_FOR_DISPATCH = f"""
 # backlog arrived, it has filtered the whole due index (1.7 s per 2,000 jobs on a shard of
 # 75,000); a check of the status invites the same plan. A row updated since the pick (a
 # cancel) has a new ctid, so it is skipped and stays as it is; the id check keeps a
-# reused slot from being taken for it.
+# reused slot from being taken for it. A row another transaction is changing now is
+# skipped too (SKIP LOCKED), and picked again by a later round if it is still due: the
+# claim never waits for a row lock. Waiting, it deadlocked with executors' claims of the
+# same jobs in another order (jobs a new owner made due again while executors held their
+# earlier messages), and PostgreSQL takes deadlock_timeout (a second) to break one.
 CLAIM_PICKED = f"""
     UPDATE jobs
        SET status = {QUEUED}, dispatched_at = now(), updated_at = now(),
@@ -138,7 +142,9 @@ CLAIM_PICKED = f"""
                               + make_interval(secs => %(queued_timeout)s)
       FROM unnest(%(ctids)s::tid[], %(ids)s::text[], %(partitions)s::smallint[])
            AS hand(ctid, id, partition)
-     WHERE jobs.ctid = ANY(ARRAY(SELECT unnest(%(ctids)s::tid[])))
+     WHERE jobs.ctid = ANY(ARRAY(SELECT ctid FROM jobs
+                                  WHERE ctid = ANY(ARRAY(SELECT unnest(%(ctids)s::tid[])))
+                                  FOR UPDATE SKIP LOCKED))
        AND jobs.ctid = hand.ctid AND jobs.id = hand.id
  RETURNING jobs.id, jobs.user_id, jobs.attempts, jobs.due_at, jobs.dispatched_at,
            jobs.priority, jobs.handler, jobs.dispatch_partition
