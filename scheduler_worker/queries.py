@@ -85,12 +85,15 @@ COUNT_IN_FLIGHT = f"""
 
 # At a takeover: jobs an older owner claimed for dispatch that no executor started. The old
 # owner may have died before their messages went out, so they are made due again at once
-# rather than after the queued timeout.
+# rather than after the queued timeout. Rows another transaction is changing are skipped,
+# not waited for: an executor claiming them holds their messages (CLAIM_PICKED says why).
 RESET_OLDER_DISPATCHES = f"""
     UPDATE jobs
        SET status = {SCHEDULED}, dispatched_at = NULL, lease_expires_at = NULL,
            updated_at = now()
-     WHERE status = {QUEUED} AND dispatch_epoch < %(epoch)s
+     WHERE ctid = ANY(ARRAY(SELECT ctid FROM jobs
+                             WHERE status = {QUEUED} AND dispatch_epoch < %(epoch)s
+                             FOR UPDATE SKIP LOCKED))
 """
 
 # Users with jobs due within ``ahead`` seconds (DispatchConfig.dispatch_ahead): a user is

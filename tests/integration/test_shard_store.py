@@ -770,3 +770,32 @@ def test_a_new_owner_makes_due_again_what_older_owners_claimed_and_no_executor_s
     assert _job(started).status == "running"
     with pytest.raises(ShardFenced):
         shard.reset_older_dispatches(epoch=old)
+
+
+def test_a_new_owner_skips_the_jobs_an_executor_is_claiming_without_waiting(shard):
+    old = shard.acquire_lease(owner="worker-a")
+    [waiting, claiming] = _jobs(1, -2, -1)
+    shard.claim(epoch=old, quotas={1: 2}, queued_timeout=QUEUED_TIMEOUT)
+    new = shard.acquire_lease(owner="worker-b")
+    reset: list[int] = []
+
+    def reset_in_another_session() -> None:
+        other = ShardStore(alias=ALIAS, shard_id=SHARD)  # this thread's own connection
+        try:
+            reset.append(other.reset_older_dispatches(epoch=new))
+        finally:
+            other.close()
+
+    with connections[ALIAS].cursor() as cursor:
+        cursor.execute("BEGIN")  # an executor's claim of the old owner's message, under way
+        cursor.execute("UPDATE jobs SET status = 'running' WHERE id = %s", [claiming])
+        # Waiting for this row, the reset deadlocked with a claim that went on to a row the
+        # reset held, and PostgreSQL broke it after a second by failing one of them.
+        thread = threading.Thread(target=reset_in_another_session)
+        thread.start()
+        thread.join(timeout=10)
+        assert not thread.is_alive(), "the reset waited for the row"
+        cursor.execute("COMMIT")
+
+    assert reset == [1]
+    assert (_job(waiting).status, _job(claiming).status) == ("scheduled", "running")
