@@ -23,7 +23,7 @@ from .support import FaultProxy, OwnershipLog, PrivateZooKeeper, Recorder, priva
 # and a private server (0.5 s ticks).
 SESSION_TIMEOUT = 4.0  # seconds
 CONNECT_TIMEOUT = 10.0  # seconds
-STOP_TIMEOUT = 10.0  # seconds for a ShardOwnership to release and leave
+STOP_TIMEOUT = 10.0  # seconds for a ShardOwnership or ExecutorRegistration to stop
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ from coordination.cluster import cluster_membership
 from coordination.executors import ExecutorRegistration
 from tests.waiting import wait_until
 
-from .conftest import SESSION_TIMEOUT
+from .conftest import SESSION_TIMEOUT, STOP_TIMEOUT
 from .test_connection_loss import EXPIRY_TIMEOUT, RECONNECT_TIMEOUT
 
 SETTLE_TIMEOUT = 10.0  # seconds for a write to reach ZooKeeper
@@ -39,7 +39,9 @@ def make_registration(zk_root, observer) -> Iterator[Callable[..., ExecutorRegis
         return registration
 
     yield make
-    stopped = [registration.stop() for registration in started]
+    # Past ExecutorRegistration's own 5 s: a fault proxy goes before this fixture, and a
+    # request in flight then waits out the client's connection retries (about 5 s).
+    stopped = [registration.stop(timeout=STOP_TIMEOUT) for registration in started]
     with contextlib.suppress(KazooException):
         observer.delete(zk_root, recursive=True)
     assert all(stopped), "an ExecutorRegistration did not stop in time"
