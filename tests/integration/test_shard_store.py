@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
+from typing import TypeVar
 
 import pytest
 from django.db import DatabaseError, connections
@@ -35,6 +36,8 @@ from scheduler_worker.shard_store import (
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+
+T = TypeVar("T")
 
 SHARD = 2
 ALIAS = shard_alias(SHARD)
@@ -317,28 +320,38 @@ def test_claim_reads_only_the_jobs_it_takes_however_many_are_due(shard, statisti
 def test_a_job_being_cancelled_is_skipped_by_the_claim_without_waiting(shard):
     epoch = shard.acquire_lease(owner="worker-a")
     [cancelled, due] = _jobs(1, -2, -1)
-    claimed: list = []
-
-    def claim_in_another_session() -> None:
-        other = ShardStore(alias=ALIAS, shard_id=SHARD)  # this thread's own connection
-        try:
-            claimed.extend(other.claim(epoch=epoch, quotas={1: 10}, queued_timeout=60.0))
-        finally:
-            other.close()
 
     with connections[ALIAS].cursor() as cursor:
         cursor.execute("BEGIN")
         cursor.execute("UPDATE jobs SET status = 'cancelled' WHERE id = %s", [cancelled])
         # The claim picks both rows from its snapshot, and skips the one locked here: a
         # claim that waited for row locks deadlocked with executors' claims.
-        claim = threading.Thread(target=claim_in_another_session)
-        claim.start()
-        claim.join(timeout=10)
-        assert not claim.is_alive(), "the claim waited for the row"
+        claimed = _in_another_session_without_waiting(
+            lambda other: other.claim(epoch=epoch, quotas={1: 10}, queued_timeout=60.0)
+        )
         cursor.execute("COMMIT")
 
     assert [job.job_id for job in claimed] == [due]
     assert _job(cancelled).status == "cancelled"
+
+
+def _in_another_session_without_waiting(call: Callable[[ShardStore], T]) -> T:
+    """``call`` with a ShardStore of its own (a thread, so its own connection), which must
+    return within 10 s while this session holds row locks; what it returned."""
+    returned: list[T] = []
+
+    def run() -> None:
+        other = ShardStore(alias=ALIAS, shard_id=SHARD)
+        try:
+            returned.append(call(other))
+        finally:
+            other.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "it waited for a row lock"
+    return returned[0]
 
 
 def _waiting_for_a_lock(cursor, statement: str = "UPDATE jobs") -> bool:
@@ -777,25 +790,16 @@ def test_a_new_owner_skips_the_jobs_an_executor_is_claiming_without_waiting(shar
     [waiting, claiming] = _jobs(1, -2, -1)
     shard.claim(epoch=old, quotas={1: 2}, queued_timeout=QUEUED_TIMEOUT)
     new = shard.acquire_lease(owner="worker-b")
-    reset: list[int] = []
-
-    def reset_in_another_session() -> None:
-        other = ShardStore(alias=ALIAS, shard_id=SHARD)  # this thread's own connection
-        try:
-            reset.append(other.reset_older_dispatches(epoch=new))
-        finally:
-            other.close()
 
     with connections[ALIAS].cursor() as cursor:
         cursor.execute("BEGIN")  # an executor's claim of the old owner's message, under way
         cursor.execute("UPDATE jobs SET status = 'running' WHERE id = %s", [claiming])
         # Waiting for this row, the reset deadlocked with a claim that went on to a row the
         # reset held, and PostgreSQL broke it after a second by failing one of them.
-        thread = threading.Thread(target=reset_in_another_session)
-        thread.start()
-        thread.join(timeout=10)
-        assert not thread.is_alive(), "the reset waited for the row"
+        reset = _in_another_session_without_waiting(
+            lambda other: other.reset_older_dispatches(epoch=new)
+        )
         cursor.execute("COMMIT")
 
-    assert reset == [1]
+    assert reset == 1
     assert (_job(waiting).status, _job(claiming).status) == ("scheduled", "running")
