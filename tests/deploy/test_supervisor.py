@@ -169,9 +169,11 @@ def test_what_an_exited_worker_left_in_its_process_group_is_killed(supervisors, 
     # Like a gunicorn master killed with -9: its workers would keep the port.
     grandchild_pid_file = tmp_path / "grandchild.pid"
     code = (
-        "import subprocess, sys, time\n"
+        "import os, subprocess, sys, time\n"
         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
-        f"open({str(grandchild_pid_file)!r}, 'w').write(str(child.pid))\n"
+        # Written whole, then renamed: the test must never read a file created but empty.
+        f"open({str(grandchild_pid_file)!r} + '.tmp', 'w').write(str(child.pid))\n"
+        f"os.replace({str(grandchild_pid_file)!r} + '.tmp', {str(grandchild_pid_file)!r})\n"
         "time.sleep(600)\n"
     )
     supervisor = Supervisor(restarts=fast_policy(delay=30.0))
