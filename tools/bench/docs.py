@@ -195,8 +195,13 @@ def _soak(result: dict) -> Verdict:
     lateness, grown = _get(checks, "lateness"), _get(checks, "memory_growth")
     p99s = [_get(minute, "p99_ms") for minute in _get(result, "per_minute", "started_minus_due_ms")]
     short = _get(checks, "rate_held").get("minutes_short") or []
-    every = len(short) == len(p99s)
-    parts = [f"rate short in {'every minute' if every else f'minutes {short}'}"] if short else []
+    parts = []
+    if short:
+        parts.append(
+            "rate short in every minute"
+            if len(short) == len(p99s)
+            else f"rate short in minutes {short}"
+        )
     parts.append(f"p99 {min(p99s):,.0f}-{max(p99s):,.0f} ms a minute")
     crept = lateness.get("minutes_crept") or []
     if crept:
