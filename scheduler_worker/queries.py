@@ -125,13 +125,15 @@ PICK_FOR_DISPATCH = f"""
 
 # Mark the picked jobs queued, each with its partition. A job sent ahead of its due time
 # waits for it in the executor, so its lease (the queued timeout) runs from its due time.
-# The rows are found by their ctids, as a TID scan: ``ctid = ANY(ARRAY(SELECT ...))`` is
-# one whatever the planner's estimates, since it cannot see the array's size. With the
-# join to the hand alone, it estimates from the literal array and reads the whole table
-# when the quota is a tenth of it; with a join on ids and statistics from before a
-# backlog arrived, it has filtered the whole due index (1.7 s per 2,000 jobs on a shard of
-# 75,000); a check of the status invites the same plan. A row updated since the pick (a
-# cancel) has a new ctid, so it is skipped and stays as it is; the id check keeps a
+# The rows are found by their ctids, as a TID scan, and nothing else in the statement may
+# be read through an index: when the statistics call the table tiny (an idle shard when a
+# backlog arrives), any index path looks cheaper, and reading a whole index to filter it
+# took 1.7 s per 2,000 jobs on a shard of 75,000. So ``ctid = ANY(ARRAY(SELECT ...))``,
+# whose array size the planner cannot see (with the join to the hand alone, it estimates
+# from the literal array and reads the whole table when the quota is a tenth of it); no
+# check of the status; and the ids compared with IS NOT DISTINCT FROM, which no index
+# serves (with ``=``, the primary key is read whole for the join). A row updated since the
+# pick (a cancel) has a new ctid, so it is skipped and stays as it is; the id check keeps a
 # reused slot from being taken for it. A row another transaction is changing now is
 # skipped too (SKIP LOCKED), and picked again by a later round if it is still due: the
 # claim never waits for a row lock. Waiting, it deadlocked with executors' claims of the
@@ -148,7 +150,7 @@ CLAIM_PICKED = f"""
      WHERE jobs.ctid = ANY(ARRAY(SELECT ctid FROM jobs
                                   WHERE ctid = ANY(ARRAY(SELECT unnest(%(ctids)s::tid[])))
                                   FOR UPDATE SKIP LOCKED))
-       AND jobs.ctid = hand.ctid AND jobs.id = hand.id
+       AND jobs.ctid = hand.ctid AND jobs.id IS NOT DISTINCT FROM hand.id
  RETURNING jobs.id, jobs.user_id, jobs.attempts, jobs.due_at, jobs.dispatched_at,
            jobs.priority, jobs.handler, jobs.dispatch_partition
 """
