@@ -30,19 +30,27 @@ def postgres_server(*, holding: str) -> dict:
     return server
 
 
+_LOG_LINE_MAX = 300  # characters of a PostgreSQL log line shown
+
+
 def postgres_log_marks() -> dict[str, int]:
     """Where each PostgreSQL server's log ends now, for ``postgres_logs_since``."""
     return {server["log"]: Path(server["log"]).stat().st_size for server in _postgres_servers()}
 
 
 def postgres_logs_since(marks: dict[str, int]) -> str:
-    """What the servers logged since ``marks``: slow statements, checkpoints, long
-    autovacuums and lock waits (tools/devstack/postgres.py), to explain a slow moment."""
+    """What the servers logged since ``marks``: slow statements and their plans,
+    checkpoints, long autovacuums and lock waits (tools/devstack/postgres.py), to explain a
+    slow moment. Long lines (a statement's arrays of ids) are cut, so the plans show."""
     parts = []
     for log, mark in marks.items():
         with open(log, "rb") as file:
             file.seek(mark)
-            parts.append(f"--- {Path(log).name}\n{file.read().decode(errors='replace')}")
+            lines = file.read().decode(errors="replace").splitlines()
+        cut = [
+            line if len(line) <= _LOG_LINE_MAX else f"{line[:_LOG_LINE_MAX]}..." for line in lines
+        ]
+        parts.append("\n".join([f"--- {Path(log).name}", *cut]))
     return "\n".join(parts)
 
 

@@ -89,6 +89,9 @@ TUNING: dict[str, str] = {
     "log_checkpoints": "on",
     "log_lock_waits": "on",
     "log_min_duration_statement": "1s",
+    # ... and its plan (estimates only: measuring every statement would slow them all).
+    "shared_preload_libraries": "'auto_explain'",
+    "auto_explain.log_min_duration": "1s",
     # A slow statement is logged without its bound parameters (job messages, header
     # values); the logs dir is the launcher user's alone besides (tools/devstack/state.py).
     "log_parameter_max_length": "0",
