@@ -142,7 +142,7 @@ def test_backlogged_users_with_weights_1_2_4_get_1_2_4_sevenths_of_dispatch(
         )
 
 
-def test_a_light_users_job_is_dispatched_within_a_second_behind_100000_overdue_jobs(
+def test_a_light_users_job_goes_in_the_next_round_behind_100000_overdue_jobs(
     make_user, start_worker
 ):
     # No in-flight limit to speak of: the heavy backlog leaves as fast as the scheduler
@@ -181,10 +181,22 @@ def test_a_light_users_job_is_dispatched_within_a_second_behind_100000_overdue_j
             user_id=heavy.pk,
         )
         assert behind >= 100_000, f"only {behind} heavy jobs were still waiting"
+        # Claims on its shard after its create returned and before the one that took it:
+        # those of the round under way then (rooms, then spare room), at most. Counted, not
+        # timed: how long a round takes is the machine's, which round takes it is the
+        # scheduler's (what a claim costs is tests/integration/test_shard_store.py's).
+        passed_over = (
+            Job.objects.using(shard_alias(job.shard_id))
+            .filter(dispatched_at__gte=committed[job.id], dispatched_at__lt=job.dispatched_at)
+            .values("dispatched_at")
+            .distinct()
+            .count()
+        )
         waited = (job.dispatched_at - committed[job.id]).total_seconds()
-        assert waited < 1.0, (
-            f"{job.id} dispatched {waited:.3f} s after its create returned; "
-            f"the scheduler's log ends:\n{scheduler.log()[-4000:]}\n"
+        assert passed_over <= 2, (
+            f"{job.id} dispatched {waited:.3f} s after its create returned, after "
+            f"{passed_over} claims on its shard; the scheduler's log ends:\n"
+            f"{scheduler.log()[-4000:]}\n"
             f"PostgreSQL logged:\n{postgres_logs_since(database_logs)[-4000:]}"
         )
 
