@@ -25,15 +25,35 @@ _NAMED = """unnest(%(job_ids)s::text[], %(attempts)s::int[], %(user_ids)s::bigin
 # The attempts named that a claim would start once due. A due job can be started from
 # ``scheduled`` too: its message was reported failed, or its dispatcher's shard was taken
 # over, and the scheduler made it due again, but the broker has the message after all.
-_MATCHES = f"""jobs.id = m.job_id AND jobs.attempts = m.attempt - 1
-       AND jobs.user_id = m.user_id AND jobs.due_at = m.due_at
-       AND jobs.status IN {STARTABLE}"""
-# Never before its due time by the database's clock, whatever the executor's says.
-_STARTABLE = _MATCHES + " AND jobs.due_at <= now()"
+_MATCHES = f"""j.id = m.job_id AND j.attempts = m.attempt - 1
+                                  AND j.user_id = m.user_id AND j.due_at = m.due_at
+                                  AND j.status IN {STARTABLE}"""
+
+
+# Each named attempt's job, if it matches (``condition`` on alias ``j`` besides), found by
+# one primary-key probe per name: a LATERAL subquery with a LIMIT is never merged into the
+# join, so the plan is that nested loop whatever the statistics say. Joined to the names,
+# the planner read the whole table when its statistics called it tiny (an idle shard when
+# a backlog arrives): 4.2 s for a claim of 250 jobs on a shard of 75,000, against 5 ms.
+# A statement that updates the rows found locks them in the probe (``lock``), so a row
+# another transaction is changing is waited for and checked again as that left it (a
+# duplicate's claim of an attempt that ran finds nothing), and goes back to them by ctid
+# alone, which no index serves either. A row changed meanwhile is then not updated (the
+# statement's snapshot cannot see its new version): the change that leaves a job
+# startable, a new shard owner making it due again, also dispatches it again.
+def _found(condition: str = "", *, lock: bool = False) -> str:
+    return f"""{_NAMED}
+           CROSS JOIN LATERAL (SELECT j.ctid, j.id, j.due_at FROM jobs AS j
+                                WHERE {_MATCHES} {condition}
+                                LIMIT 1 {"FOR UPDATE OF j" if lock else ""}) AS found"""
+
 
 _RETURNING = """jobs.id, jobs.user_id, jobs.shard_id, jobs.attempts, jobs.max_attempts,
            jobs.timeout_seconds, jobs.handler, jobs.handler_params, jobs.message,
            jobs.execute_at, jobs.due_at, jobs.created_at, jobs.attempt_errors"""
+
+# Never before its due time by the database's clock, whatever the executor's says.
+_DUE = "AND j.due_at <= now()"
 
 # Start the attempts named; they hold a lease the executor renews while they run
 # (RENEW_LEASES). A job started from ``scheduled`` gets a ``dispatched_at`` no later than
@@ -43,8 +63,8 @@ CLAIM = f"""
        SET status = {RUNNING}, attempts = jobs.attempts + 1, started_at = now(),
            updated_at = now(), dispatched_at = COALESCE(jobs.dispatched_at, now()),
            lease_expires_at = now() + make_interval(secs => %(lease)s)
-      FROM {_NAMED}
-     WHERE {_STARTABLE}
+      FROM {_found(_DUE, lock=True)}
+     WHERE jobs.ctid = found.ctid
  RETURNING {_RETURNING}
 """
 
@@ -58,18 +78,16 @@ CLAIM_SUCCEEDED = f"""
        SET status = {SUCCEEDED}, attempts = jobs.attempts + 1, started_at = now(),
            finished_at = now(), updated_at = now(), lease_expires_at = NULL,
            dispatched_at = COALESCE(jobs.dispatched_at, now())
-      FROM {_NAMED}
-     WHERE {_STARTABLE}
-       AND jobs.handler = ANY(%(handlers)s::text[])
+      FROM {_found(_DUE + " AND j.handler = ANY(%(handlers)s::text[])", lock=True)}
+     WHERE jobs.ctid = found.ctid
  RETURNING {_RETURNING}
 """
 
 # Of the attempts named, those a claim would start once due, with their due time on the
 # database's clock; nothing is changed or locked.
 NOT_YET_DUE = f"""
-    SELECT jobs.id, m.attempt, extract(epoch FROM jobs.due_at)::float8
-      FROM jobs, {_NAMED}
-     WHERE {_MATCHES} AND jobs.due_at > now()
+    SELECT found.id, m.attempt, extract(epoch FROM found.due_at)::float8
+      FROM {_found("AND j.due_at > now()")}
 """
 
 # The leases of attempts still running here, extended while their handlers run.

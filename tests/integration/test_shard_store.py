@@ -33,6 +33,7 @@ from scheduler_worker.shard_store import (
     ShardStore,
     picked_hand,
 )
+from tests.integration.plans import rows_read, scans_of_jobs
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
@@ -273,13 +274,13 @@ def test_due_users_is_one_index_probe_per_user_however_many_jobs_are_due(shard):
         cursor.execute("ANALYZE jobs")
         cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {queries.DUE_USERS}", {"ahead": 0.0})
         [[plan]] = cursor.fetchall()
-    scans = _scans_of_jobs(json.loads(plan) if isinstance(plan, str) else plan)
+    scans = scans_of_jobs(json.loads(plan) if isinstance(plan, str) else plan)
 
     assert scans, "the plan reads the jobs table"
     assert {scan["Node Type"] for scan in scans} <= {"Index Scan", "Index Only Scan"}
     # One row per probe (LIMIT 1): four users with scheduled jobs, plus the probe that
     # finds no next user. The heavy user's 5,000 jobs are never read.
-    assert _rows_read(scans) <= 5
+    assert rows_read(scans) <= 5
 
 
 @pytest.mark.parametrize(
@@ -314,8 +315,8 @@ def test_claim_reads_only_the_jobs_it_takes_however_many_are_due(shard, statisti
         cursor.execute(queries.PICK_FOR_DISPATCH, pick)
         picked = cursor.fetchall()
     hand = {**picked_hand(picked, [0] * len(picked)), "epoch": epoch, "queued_timeout": 60.0}
-    pick_scans = _scans_of_jobs(_explain_analyze_rolled_back(queries.PICK_FOR_DISPATCH, pick))
-    claim_scans = _scans_of_jobs(_explain_analyze_rolled_back(queries.CLAIM_PICKED, hand, planner))
+    pick_scans = scans_of_jobs(_explain_analyze_rolled_back(queries.PICK_FOR_DISPATCH, pick))
+    claim_scans = scans_of_jobs(_explain_analyze_rolled_back(queries.CLAIM_PICKED, hand, planner))
 
     # The picked jobs are read once to choose them, and by the claim once to lock them and
     # once to update them: the cost follows the quota, not the backlog, whatever the
@@ -325,7 +326,7 @@ def test_claim_reads_only_the_jobs_it_takes_however_many_are_due(shard, statisti
     for scans, reads in ((pick_scans, 1), (claim_scans, 2)):
         assert scans and not [scan for scan in scans if scan["Node Type"] == "Seq Scan"]
         loops = sum(scan["Actual Loops"] for scan in scans)
-        assert _rows_read(scans) <= reads * quota + loops, scans
+        assert rows_read(scans) <= reads * quota + loops, scans
 
 
 def test_a_job_being_cancelled_is_skipped_by_the_claim_without_waiting(shard):
@@ -390,31 +391,6 @@ def _explain_analyze_rolled_back(sql: str, params: dict, planner: dict | None = 
         finally:
             cursor.execute("ROLLBACK")
     return json.loads(plan) if isinstance(plan, str) else plan
-
-
-def _rows_read(scans: list[dict]) -> float:
-    """Rows the scans of the jobs table looked at: returned, or read and filtered out."""
-    return sum(
-        (
-            scan["Actual Rows"]
-            + scan.get("Rows Removed by Filter", 0)
-            + scan.get("Rows Removed by Index Recheck", 0)
-        )
-        * scan["Actual Loops"]
-        for scan in scans
-    )
-
-
-def _scans_of_jobs(plan) -> list[dict]:
-    nodes = plan if isinstance(plan, list) else [plan]
-    found = []
-    while nodes:
-        node = nodes.pop()
-        node = node.get("Plan", node)
-        if node.get("Relation Name") == "jobs" and node["Node Type"].endswith("Scan"):
-            found.append(node)
-        nodes.extend(node.get("Plans", []))
-    return found
 
 
 # --- the sweeper ----------------------------------------------------------------------
@@ -497,7 +473,7 @@ def test_purge_reads_only_the_finished_jobs_it_deletes(shard):
     with connections[ALIAS].cursor() as cursor:
         cursor.execute("ANALYZE jobs")
 
-    scans = _scans_of_jobs(
+    scans = scans_of_jobs(
         _explain_analyze_rolled_back(
             queries.PURGE_FINISHED_JOBS,
             {"finished_before": timezone.now() - timedelta(days=30), "limit": limit},
@@ -506,7 +482,7 @@ def test_purge_reads_only_the_finished_jobs_it_deletes(shard):
 
     # Chosen, then deleted: each deleted row is read twice, and no scheduled job at all.
     assert scans and not [scan for scan in scans if scan["Node Type"] == "Seq Scan"]
-    assert _rows_read(scans) <= 2 * limit, scans
+    assert rows_read(scans) <= 2 * limit, scans
 
 
 def _key(name: str, *, age: timedelta) -> None:
@@ -747,12 +723,12 @@ def test_queue_lag_is_one_index_probe_per_user_however_many_jobs_are_due(shard):
         cursor.execute("ANALYZE jobs")
         cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {queries.OLDEST_DUE_AGE}")
         [[plan]] = cursor.fetchall()
-    scans = _scans_of_jobs(json.loads(plan) if isinstance(plan, str) else plan)
+    scans = scans_of_jobs(json.loads(plan) if isinstance(plan, str) else plan)
 
     assert scans and {scan["Node Type"] for scan in scans} <= {"Index Scan", "Index Only Scan"}
     # A probe per user with scheduled jobs, one for the end, and the first queued job: the
     # heavy user's 5,000 due jobs and the other 49 queued ones are never read.
-    assert _rows_read(scans) <= 7, scans
+    assert rows_read(scans) <= 7, scans
 
 
 def test_in_flight_counts_queued_and_running_jobs_per_user_and_partition(shard):
