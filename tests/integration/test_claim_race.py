@@ -9,7 +9,6 @@ the row and then sees it as the first left it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -22,6 +21,7 @@ from jobsvc.jobs.models import Job
 from jobsvc.jobs.specs import JobSpec
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias
+from tests.integration.threads import in_thread
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
@@ -46,22 +46,6 @@ def _queued_job() -> ClaimRequest:
     return ClaimRequest(job_id=job.id, attempt=1, user_id=USER, due_at=job.due_at)
 
 
-def _in_thread(target: Callable[[], object]) -> tuple[threading.Thread, dict]:
-    outcome: dict = {}
-
-    def run() -> None:
-        try:
-            outcome["value"] = target()
-        except Exception as exc:  # the test inspects it
-            outcome["error"] = exc
-        finally:
-            connections[ALIAS].close()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, outcome
-
-
 def _someone_waits_for_a_row_lock() -> bool:
     with connections[ALIAS].cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
@@ -84,9 +68,9 @@ def test_a_second_claim_of_an_attempt_waits_for_the_first_and_starts_nothing(fir
             assert release.wait(timeout=30)
         return claimed
 
-    holder, held = _in_thread(first_claim)
+    holder, held = in_thread(first_claim)
     assert inside.wait(timeout=30)
-    second, seconded = _in_thread(
+    second, seconded = in_thread(
         lambda: ClaimStore(shard_id=SHARD, lease_seconds=LEASE).claim([request])
     )
     wait_until(_someone_waits_for_a_row_lock, timeout=30, what="the second claim waits")
@@ -112,9 +96,9 @@ def test_a_job_made_due_again_while_a_claim_waits_is_left_due_for_its_next_dispa
             inside.set()
             assert release.wait(timeout=30)
 
-    holder, held = _in_thread(make_due_again)
+    holder, held = in_thread(make_due_again)
     assert inside.wait(timeout=30)
-    claimer, claimed = _in_thread(
+    claimer, claimed = in_thread(
         lambda: ClaimStore(shard_id=SHARD, lease_seconds=LEASE).claim([request])
     )
     wait_until(_someone_waits_for_a_row_lock, timeout=30, what="the claim waits")

@@ -23,6 +23,7 @@ from jobsvc.jobs.specs import JobSpec, RescheduleSpec
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias
 from scheduler_worker.shard_store import ShardStore
+from tests.integration.threads import in_thread
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
@@ -72,23 +73,6 @@ def _someone_waits_for_a_row_lock() -> bool:
         return cursor.fetchone()[0] > 0
 
 
-def _in_thread(target: Callable[[], object]) -> tuple[threading.Thread, dict]:
-    outcome: dict = {}
-
-    def run() -> None:
-        try:
-            outcome["value"] = target()
-        except Exception as exc:  # the test inspects it
-            outcome["error"] = exc
-        finally:
-            for alias in connections:
-                connections[alias].close()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, outcome
-
-
 def _held_open(write: Callable[[], object], inside: threading.Event, release: threading.Event):
     """Run ``write`` in a transaction that stays open until ``release`` is set."""
 
@@ -108,13 +92,13 @@ def test_a_reschedule_first_moves_the_job_and_the_claim_skips_it_without_waiting
     inside, release = threading.Event(), threading.Event()
     change = _later()
 
-    rescheduler, rescheduled = _in_thread(
+    rescheduler, rescheduled = in_thread(
         _held_open(
             lambda: job_reschedule(user_id=USER, job_id=job_id, change=change), inside, release
         )
     )
     assert inside.wait(timeout=30)
-    claimer, claimed = _in_thread(
+    claimer, claimed = in_thread(
         lambda: shard.claim(epoch=epoch, quotas={USER: 10}, queued_timeout=QUEUED_TIMEOUT)
     )
     claimer.join(timeout=30)  # it skips the row the reschedule holds: it does not wait
@@ -133,7 +117,7 @@ def test_a_claim_first_dispatches_the_job_and_the_reschedule_is_refused(shard):
     epoch = shard.acquire_lease(owner="race-test")
     inside, release = threading.Event(), threading.Event()
 
-    claimer, claimed = _in_thread(
+    claimer, claimed = in_thread(
         _held_open(
             lambda: shard.claim(epoch=epoch, quotas={USER: 10}, queued_timeout=QUEUED_TIMEOUT),
             inside,
@@ -141,7 +125,7 @@ def test_a_claim_first_dispatches_the_job_and_the_reschedule_is_refused(shard):
         )
     )
     assert inside.wait(timeout=30)
-    rescheduler, rescheduled = _in_thread(
+    rescheduler, rescheduled = in_thread(
         lambda: job_reschedule(user_id=USER, job_id=job_id, change=_later())
     )
     wait_until(_someone_waits_for_a_row_lock, timeout=30, what="the reschedule waits for the row")
@@ -182,7 +166,7 @@ def test_racing_freely_every_job_is_either_dispatched_or_moved_never_both(shard)
                 return got
 
     done = threading.Event()
-    rescheduler, outcome = _in_thread(lambda: (reschedule_all(), done.set()))
+    rescheduler, outcome = in_thread(lambda: (reschedule_all(), done.set()))
     dispatched = claim_in_rounds(done)
     rescheduler.join(timeout=60)
 
