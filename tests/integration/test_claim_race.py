@@ -9,10 +9,10 @@ the row and then sees it as the first left it.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
-from django.db import connections, transaction
 from django.utils import timezone
 
 from executor_worker.claims import ClaimRequest, ClaimStore
@@ -21,7 +21,7 @@ from jobsvc.jobs.models import Job
 from jobsvc.jobs.specs import JobSpec
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias
-from tests.integration.threads import in_thread
+from tests.integration.threads import held_open, in_thread, someone_waits_for_a_lock
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
@@ -46,39 +46,35 @@ def _queued_job() -> ClaimRequest:
     return ClaimRequest(job_id=job.id, attempt=1, user_id=USER, due_at=job.due_at)
 
 
-def _someone_waits_for_a_row_lock() -> bool:
-    with connections[ALIAS].cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
-        return cursor.fetchone()[0] > 0
+def _claim_behind(write: Callable[[], object], request: ClaimRequest) -> tuple[dict, dict]:
+    """``write`` in a transaction held open while another session claims ``request`` and
+    waits for its row; then the transaction commits. The outcomes of both."""
+    inside, release = threading.Event(), threading.Event()
+    holder, held = in_thread(held_open(write, inside, release, using=ALIAS))
+    assert inside.wait(timeout=30)
+    claimer, claimed = in_thread(
+        lambda: ClaimStore(shard_id=SHARD, lease_seconds=LEASE).claim([request])
+    )
+    wait_until(lambda: someone_waits_for_a_lock(ALIAS), timeout=30, what="the claim waits")
+    release.set()
+    holder.join(timeout=30)
+    claimer.join(timeout=30)
+    assert "error" not in held and "error" not in claimed, (held, claimed)
+    return held, claimed
 
 
 @pytest.mark.parametrize("first", ["claim", "claim_succeeded"])
 def test_a_second_claim_of_an_attempt_waits_for_the_first_and_starts_nothing(first):
     request = _queued_job()
-    inside, release = threading.Event(), threading.Event()
+    claims = ClaimStore(shard_id=SHARD, lease_seconds=LEASE)
 
     def first_claim():
-        claims = ClaimStore(shard_id=SHARD, lease_seconds=LEASE)
-        with transaction.atomic(using=ALIAS):
-            if first == "claim":
-                claimed = claims.claim([request])
-            else:
-                claimed = claims.claim_succeeded([request], handlers=["default"])
-            inside.set()
-            assert release.wait(timeout=30)
-        return claimed
+        if first == "claim":
+            return claims.claim([request])
+        return claims.claim_succeeded([request], handlers=["default"])
 
-    holder, held = in_thread(first_claim)
-    assert inside.wait(timeout=30)
-    second, seconded = in_thread(
-        lambda: ClaimStore(shard_id=SHARD, lease_seconds=LEASE).claim([request])
-    )
-    wait_until(_someone_waits_for_a_row_lock, timeout=30, what="the second claim waits")
-    release.set()
-    holder.join(timeout=30)
-    second.join(timeout=30)
+    held, seconded = _claim_behind(first_claim, request)
 
-    assert "error" not in held and "error" not in seconded, (held, seconded)
     assert [attempt.job_id for attempt in held["value"]] == [request.job_id]
     assert seconded["value"] == []
     job = Job.objects.using(ALIAS).get(pk=request.job_id)
@@ -88,26 +84,13 @@ def test_a_second_claim_of_an_attempt_waits_for_the_first_and_starts_nothing(fir
 
 def test_a_job_made_due_again_while_a_claim_waits_is_left_due_for_its_next_dispatch():
     request = _queued_job()
-    inside, release = threading.Event(), threading.Event()
 
     def make_due_again():  # as a new shard owner does with an older owner's dispatches
-        with transaction.atomic(using=ALIAS):
-            Job.objects.using(ALIAS).filter(pk=request.job_id).update(status="scheduled")
-            inside.set()
-            assert release.wait(timeout=30)
+        Job.objects.using(ALIAS).filter(pk=request.job_id).update(status="scheduled")
 
-    holder, held = in_thread(make_due_again)
-    assert inside.wait(timeout=30)
-    claimer, claimed = in_thread(
-        lambda: ClaimStore(shard_id=SHARD, lease_seconds=LEASE).claim([request])
-    )
-    wait_until(_someone_waits_for_a_row_lock, timeout=30, what="the claim waits")
-    release.set()
-    holder.join(timeout=30)
-    claimer.join(timeout=30)
+    _, claimed = _claim_behind(make_due_again, request)
 
     # This message starts nothing; the job is due, for the scheduler to dispatch again.
-    assert "error" not in held and "error" not in claimed, (held, claimed)
     assert claimed["value"] == []
     job = Job.objects.using(ALIAS).get(pk=request.job_id)
     assert (job.status, job.attempts) == ("scheduled", 0)

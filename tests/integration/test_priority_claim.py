@@ -20,6 +20,7 @@ from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias
 from scheduler_worker import queries
 from scheduler_worker.shard_store import ShardStore
+from tests.integration.plans import scans_of_jobs
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
@@ -138,13 +139,7 @@ def test_a_claim_reads_at_most_its_quota_per_priority(shard):
 
 
 def _rows_read_from_jobs(plan) -> int:
-    nodes = plan if isinstance(plan, list) else [plan]
-    rows = 0
-    while nodes:
-        node = nodes.pop()
-        node = node.get("Plan", node)
-        if node.get("Relation Name") == "jobs" and node["Node Type"].endswith("Scan"):
-            assert node["Node Type"] != "Seq Scan", node
-            rows += node["Actual Rows"] * node["Actual Loops"]
-        nodes.extend(node.get("Plans", []))
-    return rows
+    scans = scans_of_jobs(plan)
+    for scan in scans:
+        assert scan["Node Type"] != "Seq Scan", scan
+    return sum(scan["Actual Rows"] * scan["Actual Loops"] for scan in scans)

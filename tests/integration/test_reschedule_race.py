@@ -8,11 +8,10 @@ the reschedule the API's service, each in its own session, committing in either 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from django.db import connections, transaction
 from django.utils import timezone
 
 from jobsvc import errors
@@ -23,7 +22,7 @@ from jobsvc.jobs.specs import JobSpec, RescheduleSpec
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias
 from scheduler_worker.shard_store import ShardStore
-from tests.integration.threads import in_thread
+from tests.integration.threads import held_open, in_thread, someone_waits_for_a_lock
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
@@ -67,25 +66,6 @@ def _later() -> RescheduleSpec:
     return RescheduleSpec(execute_at=timezone.now() + timedelta(hours=1), message="moved")
 
 
-def _someone_waits_for_a_row_lock() -> bool:
-    with connections[ALIAS].cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
-        return cursor.fetchone()[0] > 0
-
-
-def _held_open(write: Callable[[], object], inside: threading.Event, release: threading.Event):
-    """Run ``write`` in a transaction that stays open until ``release`` is set."""
-
-    def run():
-        with transaction.atomic(using=ALIAS):
-            result = write()
-            inside.set()
-            assert release.wait(timeout=30)
-        return result
-
-    return run
-
-
 def test_a_reschedule_first_moves_the_job_and_the_claim_skips_it_without_waiting(shard):
     (job_id,) = _due_jobs(1)
     epoch = shard.acquire_lease(owner="race-test")
@@ -93,8 +73,11 @@ def test_a_reschedule_first_moves_the_job_and_the_claim_skips_it_without_waiting
     change = _later()
 
     rescheduler, rescheduled = in_thread(
-        _held_open(
-            lambda: job_reschedule(user_id=USER, job_id=job_id, change=change), inside, release
+        held_open(
+            lambda: job_reschedule(user_id=USER, job_id=job_id, change=change),
+            inside,
+            release,
+            using=ALIAS,
         )
     )
     assert inside.wait(timeout=30)
@@ -118,17 +101,20 @@ def test_a_claim_first_dispatches_the_job_and_the_reschedule_is_refused(shard):
     inside, release = threading.Event(), threading.Event()
 
     claimer, claimed = in_thread(
-        _held_open(
+        held_open(
             lambda: shard.claim(epoch=epoch, quotas={USER: 10}, queued_timeout=QUEUED_TIMEOUT),
             inside,
             release,
+            using=ALIAS,
         )
     )
     assert inside.wait(timeout=30)
     rescheduler, rescheduled = in_thread(
         lambda: job_reschedule(user_id=USER, job_id=job_id, change=_later())
     )
-    wait_until(_someone_waits_for_a_row_lock, timeout=30, what="the reschedule waits for the row")
+    wait_until(
+        lambda: someone_waits_for_a_lock(ALIAS), timeout=30, what="the reschedule waits for the row"
+    )
     release.set()
     claimer.join(timeout=30)
     rescheduler.join(timeout=30)
