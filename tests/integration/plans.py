@@ -1,7 +1,18 @@
-"""Reading EXPLAIN (ANALYZE, FORMAT JSON) plans: which scans read the jobs table, and how
+"""EXPLAIN (ANALYZE, FORMAT JSON) plans, and reading them: which scans read the jobs table, and how
 many rows they looked at."""
 
 from __future__ import annotations
+
+import json
+
+
+def explain(cursor, sql: str, params=None, *, buffers: bool = False) -> list[dict]:
+    """Run EXPLAIN (ANALYZE[, BUFFERS], FORMAT JSON) of ``sql`` on ``cursor``; the plan,
+    decoded (the driver returns the json column as text or already decoded)."""
+    options = "ANALYZE, BUFFERS" if buffers else "ANALYZE"
+    cursor.execute(f"EXPLAIN ({options}, FORMAT JSON) {sql}", params)
+    [[plan]] = cursor.fetchall()
+    return json.loads(plan) if isinstance(plan, str) else plan
 
 
 def scans_of_jobs(plan) -> list[dict]:

@@ -7,7 +7,6 @@ statement: lease and backoff arithmetic can be checked exactly.
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 import pytest
@@ -21,7 +20,7 @@ from jobsvc.jobs.models import Job, JobAttempt
 from jobsvc.jobs.specs import JobSpec
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias
-from tests.integration.plans import rows_read, scans_of_jobs
+from tests.integration.plans import explain, rows_read, scans_of_jobs
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
@@ -257,9 +256,8 @@ def test_a_claim_reads_only_the_jobs_named_whatever_the_statistics_say(statement
             "handlers": ["default"],
         }
         sql = getattr(queries, statement)
-        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
-        [[plan]] = cursor.fetchall()
-    scans = scans_of_jobs(json.loads(plan) if isinstance(plan, str) else plan)
+        plan = explain(cursor, sql, params)
+    scans = scans_of_jobs(plan)
 
     # Each name is looked up once, and an updated row is found again once, by its ctid.
     assert rows_read(scans) <= 2 * len(named), scans

@@ -8,6 +8,7 @@ import pytest
 from django.db import connections
 
 from jobsvc.sharding.shards import shard_alias, shard_ids
+from tests.integration.plans import explain
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
@@ -41,12 +42,13 @@ def test_a_prefix_search_on_the_id_reads_only_the_matching_part_of_an_index():
             """
         )
         cursor.execute("ANALYZE jobs")
-        cursor.execute(
-            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT id FROM jobs WHERE id LIKE %s",
+        plan = explain(
+            cursor,
+            "SELECT id FROM jobs WHERE id LIKE %s",
             ["000000000000000000000001f0%"],
+            buffers=True,
         )
-        [[plan]] = cursor.fetchall()
-    root = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
+    root = plan[0]["Plan"]
 
     assert root["Actual Rows"] == 16
     pages = root["Shared Hit Blocks"] + root["Shared Read Blocks"]

@@ -5,7 +5,6 @@ due jobs are found whatever the priority of their other jobs.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -20,7 +19,7 @@ from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias
 from scheduler_worker import queries
 from scheduler_worker.shard_store import ShardStore
-from tests.integration.plans import scans_of_jobs
+from tests.integration.plans import explain, scans_of_jobs
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
@@ -110,10 +109,9 @@ def test_finding_due_users_reads_one_row_per_user_and_priority(shard):
         _jobs(22, 3, priority=priority)
     with connections[ALIAS].cursor() as cursor:
         cursor.execute("ANALYZE jobs")
-        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {queries.DUE_USERS}", {"ahead": 0.0})
-        [[plan]] = cursor.fetchall()
+        plan = explain(cursor, queries.DUE_USERS, {"ahead": 0.0})
 
-    rows_read = _rows_read_from_jobs(json.loads(plan) if isinstance(plan, str) else plan)
+    rows_read = _rows_read_from_jobs(plan)
 
     # (21, 5), (22, 1), (22, 5), (22, 9), and the probe that finds no next pair.
     assert rows_read <= 5
@@ -125,13 +123,13 @@ def test_a_claim_reads_at_most_its_quota_per_priority(shard):
     _jobs(21, 5, priority=9)
     with connections[ALIAS].cursor() as cursor:
         cursor.execute("ANALYZE jobs")
-        cursor.execute(
-            f"EXPLAIN (ANALYZE, FORMAT JSON) {queries.PICK_FOR_DISPATCH}",
+        plan = explain(
+            cursor,
+            queries.PICK_FOR_DISPATCH,
             {"user_ids": [21], "quotas": [100], "ahead": 0.0},
         )
-        [[plan]] = cursor.fetchall()
 
-    rows_read = _rows_read_from_jobs(json.loads(plan) if isinstance(plan, str) else plan)
+    rows_read = _rows_read_from_jobs(plan)
 
     # The index ranges read: 5 at priority 9 and 100 at priority 5, not the 5,000 (and a
     # row of slack per priority: EXPLAIN rounds rows per loop).

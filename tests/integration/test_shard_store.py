@@ -9,7 +9,6 @@ statements; times are therefore compared with margins of minutes, never exactly.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -33,7 +32,7 @@ from scheduler_worker.shard_store import (
     ShardStore,
     picked_hand,
 )
-from tests.integration.plans import rows_read, scans_of_jobs
+from tests.integration.plans import explain, rows_read, scans_of_jobs
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
@@ -272,9 +271,8 @@ def test_due_users_is_one_index_probe_per_user_however_many_jobs_are_due(shard):
         _jobs(user_id, -1, 1)
     with connections[ALIAS].cursor() as cursor:
         cursor.execute("ANALYZE jobs")
-        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {queries.DUE_USERS}", {"ahead": 0.0})
-        [[plan]] = cursor.fetchall()
-    scans = scans_of_jobs(json.loads(plan) if isinstance(plan, str) else plan)
+        plan = explain(cursor, queries.DUE_USERS, {"ahead": 0.0})
+    scans = scans_of_jobs(plan)
 
     assert scans, "the plan reads the jobs table"
     assert {scan["Node Type"] for scan in scans} <= {"Index Scan", "Index Only Scan"}
@@ -386,11 +384,9 @@ def _explain_analyze_rolled_back(sql: str, params: dict, planner: dict | None = 
         try:
             for name, value in (planner or {}).items():
                 cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
-            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
-            [[plan]] = cursor.fetchall()
+            return explain(cursor, sql, params)
         finally:
             cursor.execute("ROLLBACK")
-    return json.loads(plan) if isinstance(plan, str) else plan
 
 
 # --- the sweeper ----------------------------------------------------------------------
@@ -721,9 +717,8 @@ def test_queue_lag_is_one_index_probe_per_user_however_many_jobs_are_due(shard):
     _jobs(25, *([-1] * 50), status="queued", lease=VALID)
     with connections[ALIAS].cursor() as cursor:
         cursor.execute("ANALYZE jobs")
-        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {queries.OLDEST_DUE_AGE}")
-        [[plan]] = cursor.fetchall()
-    scans = scans_of_jobs(json.loads(plan) if isinstance(plan, str) else plan)
+        plan = explain(cursor, queries.OLDEST_DUE_AGE)
+    scans = scans_of_jobs(plan)
 
     assert scans and {scan["Node Type"] for scan in scans} <= {"Index Scan", "Index Only Scan"}
     # A probe per user with scheduled jobs, one for the end, and the first queued job: the

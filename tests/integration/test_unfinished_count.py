@@ -6,7 +6,6 @@ retention keeps: the property pinned here is the pages the count touches.
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 import pytest
@@ -17,6 +16,7 @@ from jobsvc.jobs import store
 from jobsvc.jobs.specs import JobSpec
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias
+from tests.integration.plans import explain
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
@@ -46,9 +46,7 @@ def _insert(count: int, status: str, message: str = "m") -> None:
 
 def _pages_touched(sql: str, params: dict) -> int:
     with connections[ALIAS].cursor() as cursor:
-        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", params)
-        plan = cursor.fetchone()[0]
-    plan = json.loads(plan) if isinstance(plan, str) else plan
+        plan = explain(cursor, sql, params, buffers=True)
     top = plan[0]["Plan"]
     return top.get("Shared Hit Blocks", 0) + top.get("Shared Read Blocks", 0)
 
