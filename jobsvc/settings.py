@@ -372,8 +372,9 @@ ZK_ROOT = env_str("JOBSVC_ZK_ROOT", "/jobsvc")
 # JOBSVC_SCHEDULER_DISPATCH_AHEAD_SECONDS before its due time (one created to run now)
 # waits up to this long for the next round; one created earlier is dispatched ahead of
 # its time whatever this is. A round costs its queries, a commit and a batch to the
-# broker however few jobs it finds: shorter intervals buy due-now jobs a few tens of
-# milliseconds with CPU the design peak needs on a small machine (docs/benchmarks.md).
+# broker however few jobs it finds: on an idle system shorter intervals buy due-now jobs
+# a few tens of milliseconds; behind a flood on a small machine, 0.05 made them later, as
+# smaller rounds slowed the drain (docs/design/fairness.md).
 SCHEDULER_POLL_INTERVAL = env_float("JOBSVC_SCHEDULER_POLL_INTERVAL_SECONDS", 0.1, minimum=0.001)
 # Jobs of one shard published and not finished, shared by weight among the users with jobs
 # due: each may have its share in flight (scheduler_worker.in_flight), the rest waits in
