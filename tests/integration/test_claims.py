@@ -224,12 +224,11 @@ def test_a_message_that_does_not_match_the_jobs_row_claims_nothing(claims, chang
     assert (_stored(job_id).status, _stored(job_id).attempts) == ("queued", 0)
 
 
-@pytest.mark.parametrize("statement", ["CLAIM", "CLAIM_SUCCEEDED", "NOT_YET_DUE"])
-def test_a_claim_reads_only_the_jobs_named_whatever_the_statistics_say(statement):
-    # Statistics that call a big table tiny, as an idle shard's do when a backlog arrives:
-    # joined to the names, the planner read every job for each claim (4.2 s for 250 names
-    # among 75,000 jobs).
-    backlog = 3000
+def _backlog_called_tiny(backlog: int, status: str, *, running_every: int = 0) -> list[str]:
+    """``backlog`` jobs of ``status`` (every ``running_every``-th running its first attempt
+    instead), then statistics that call the table tiny, as an idle shard's do when a
+    backlog arrives: joined to the names, the planner read every job for each claim (4.2 s
+    for 250 names among 75,000 jobs)."""
     now = timezone.now()
     spec = JobSpec(
         message="backlog",
@@ -242,25 +241,62 @@ def test_a_claim_reads_only_the_jobs_named_whatever_the_statistics_say(statement
         store.new_job_row(job_id=i, user_id=42, spec=spec, shard_id=SHARD, now=now) for i in ids
     ]
     store.insert_jobs(ALIAS, rows)
-    Job.objects.using(ALIAS).filter(pk__in=ids).update(status="queued")
+    Job.objects.using(ALIAS).filter(pk__in=ids).update(status=status)
+    if running_every:
+        running = ids[::running_every]
+        Job.objects.using(ALIAS).filter(pk__in=running).update(status="running", attempts=1)
     with connections[ALIAS].cursor() as cursor:
         cursor.execute("ANALYZE jobs")
         cursor.execute("UPDATE pg_class SET reltuples = 1 WHERE relname = 'jobs'")
-        named = [_req(job_id) for job_id in ids[:: backlog // 20]]
-        params = {
-            "job_ids": [r.job_id for r in named],
-            "attempts": [r.attempt for r in named],
-            "user_ids": [r.user_id for r in named],
-            "due_ats": [r.due_at for r in named],
-            "lease": LEASE,
-            "handlers": ["default"],
-        }
-        sql = getattr(queries, statement)
-        plan = explain(cursor, sql, params)
-    scans = scans_of_jobs(plan)
+    return ids
+
+
+def _rows_read_by(statement: str, params: dict) -> float:
+    with connections[ALIAS].cursor() as cursor:
+        plan = explain(cursor, getattr(queries, statement), params)
+    return rows_read(scans_of_jobs(plan))
+
+
+@pytest.mark.parametrize("statement", ["CLAIM", "CLAIM_SUCCEEDED", "NOT_YET_DUE"])
+def test_a_claim_reads_only_the_jobs_named_whatever_the_statistics_say(statement):
+    backlog = 3000
+    ids = _backlog_called_tiny(backlog, "queued")
+    named = [_req(job_id) for job_id in ids[:: backlog // 20]]
+    params = {
+        "job_ids": [r.job_id for r in named],
+        "attempts": [r.attempt for r in named],
+        "user_ids": [r.user_id for r in named],
+        "due_ats": [r.due_at for r in named],
+        "lease": LEASE,
+        "handlers": ["default"],
+    }
 
     # Each name is looked up once, and an updated row is found again once, by its ctid.
-    assert rows_read(scans) <= 2 * len(named), scans
+    assert _rows_read_by(statement, params) <= 2 * len(named)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    ["RENEW_LEASES", "REOPEN", "SUCCEED", "RETRY", "NOT_STARTED", "FAIL", "RECORD_ATTEMPTS"],
+)
+def test_recording_reads_no_waiting_job_whatever_the_statistics_say(statement):
+    """Outcomes are found through the index of jobs in flight (queued or running), which
+    the schedulers' in-flight limit bounds: a backlog waiting in the shard is never read."""
+    every = 150
+    named = _backlog_called_tiny(3000, "scheduled", running_every=every)[::every]  # running
+    params = {
+        "job_ids": named,
+        "attempts": [1] * len(named),
+        "lease": LEASE,
+        "delays": [1.0] * len(named),
+        "errors": ["boom"] * len(named),
+        "outcomes": ["error"] * len(named),
+        "http_statuses": [None] * len(named),
+        "excerpts": [None] * len(named),
+        "status": "running",
+    }
+
+    assert _rows_read_by(statement, params) <= 2 * len(named)
 
 
 def test_renewing_extends_the_lease_of_attempts_still_running_here(claims):
