@@ -99,12 +99,19 @@ RENEW_LEASES = f"""
 
 DATABASE_CLOCK = "SELECT extract(epoch FROM clock_timestamp())::float8"
 
+# A job whose inline handler failed, in the transaction that just marked it succeeded.
+# Each name is probed by its id alone and the row checked after (see ``_found``): with
+# its status in the probe, stale statistics made the planner scan the index of finished
+# jobs, every one the shard keeps, once per name.
 REOPEN = f"""
     UPDATE jobs
        SET status = {RUNNING}, finished_at = NULL,
            lease_expires_at = now() + make_interval(secs => %(lease)s)
       FROM unnest(%(job_ids)s::text[], %(attempts)s::int[]) AS d(job_id, attempt)
-     WHERE jobs.id = d.job_id AND jobs.status = {SUCCEEDED} AND jobs.attempts = d.attempt
+           CROSS JOIN LATERAL (SELECT j.ctid, j.status, j.attempts FROM jobs AS j
+                                WHERE j.id = d.job_id LIMIT 1 FOR UPDATE OF j) AS found
+     WHERE jobs.ctid = found.ctid AND found.status = {SUCCEEDED}
+       AND found.attempts = d.attempt
 """
 
 SUCCEED = f"""
@@ -162,16 +169,21 @@ FAIL = f"""
 # every outcome statement sets and which is the transaction's start, so no other
 # transaction's change matches. An outcome that changed nothing (a duplicate, or an
 # attempt the sweeper gave up, which wrote its own row) adds nothing, and the primary key
-# would drop a second row for one attempt.
+# would drop a second row for one attempt. Each name is probed by its id alone and the
+# row checked after (see ``_found``): joined to the names, or with the status in the
+# probe, statistics taken before the jobs finished made the planner read every finished
+# job the shard keeps, through their index, for each batch (or each name).
 RECORD_ATTEMPTS = """
     INSERT INTO jobs_attempt (job_id, attempt, started_at, finished_at, outcome, error,
                               http_status, response_excerpt)
-    SELECT jobs.id, jobs.attempts, coalesce(jobs.started_at, now()), now(), d.outcome,
+    SELECT found.id, found.attempts, coalesce(found.started_at, now()), now(), d.outcome,
            coalesce(d.error, ''), d.http_status, coalesce(d.excerpt, '')
       FROM unnest(%(job_ids)s::text[], %(attempts)s::int[], %(outcomes)s::text[],
                   %(errors)s::text[], %(http_statuses)s::int[], %(excerpts)s::text[])
            AS d(job_id, attempt, outcome, error, http_status, excerpt)
-      JOIN jobs ON jobs.id = d.job_id AND jobs.attempts = d.attempt
-     WHERE jobs.status = %(status)s AND jobs.updated_at = now()
+           CROSS JOIN LATERAL (SELECT j.id, j.attempts, j.started_at, j.status, j.updated_at
+                                 FROM jobs AS j WHERE j.id = d.job_id LIMIT 1) AS found
+     WHERE found.attempts = d.attempt AND found.status = %(status)s
+       AND found.updated_at = now()
         ON CONFLICT (job_id, attempt) DO NOTHING
 """
