@@ -48,6 +48,22 @@ def _found(condition: str = "", *, lock: bool = False) -> str:
                                 LIMIT 1 {"FOR UPDATE OF j" if lock else ""}) AS found"""
 
 
+# Each outcome's job in ``names`` (aliased ``d``, with a ``job_id``), found by its id alone
+# (one primary-key probe per name, as in ``_found``); the statement checks its status and
+# attempt after, outside the subquery, where the LIMIT keeps them. A status inside the
+# probe would let a partial index serve it: with statistics taken before the jobs
+# finished, 'succeeded' had the planner scan the index of finished jobs, every one the
+# shard keeps, once per name (joined to the names, once per batch). The claims' statuses
+# (``_MATCHES``) imply no partial index's condition, so theirs stay in the probe.
+def _by_id(names: str, columns: str, *, lock: bool = False) -> str:
+    return f"""{names}
+           CROSS JOIN LATERAL (SELECT {columns} FROM jobs AS j WHERE j.id = d.job_id
+                                LIMIT 1 {"FOR UPDATE OF j" if lock else ""}) AS found"""
+
+
+# The (job id, attempt number) pairs an outcome statement names.
+_ATTEMPTS = "unnest(%(job_ids)s::text[], %(attempts)s::int[]) AS d(job_id, attempt)"
+
 _RETURNING = """jobs.id, jobs.user_id, jobs.shard_id, jobs.attempts, jobs.max_attempts,
            jobs.timeout_seconds, jobs.handler, jobs.handler_params, jobs.message,
            jobs.execute_at, jobs.due_at, jobs.created_at, jobs.attempt_errors"""
@@ -93,23 +109,18 @@ NOT_YET_DUE = f"""
 # The leases of attempts still running here, extended while their handlers run.
 RENEW_LEASES = f"""
     UPDATE jobs SET lease_expires_at = now() + make_interval(secs => %(lease)s)
-      FROM unnest(%(job_ids)s::text[], %(attempts)s::int[]) AS d(job_id, attempt)
+      FROM {_ATTEMPTS}
      WHERE jobs.id = d.job_id AND jobs.status = {RUNNING} AND jobs.attempts = d.attempt
 """
 
 DATABASE_CLOCK = "SELECT extract(epoch FROM clock_timestamp())::float8"
 
 # A job whose inline handler failed, in the transaction that just marked it succeeded.
-# Each name is probed by its id alone and the row checked after (see ``_found``): with
-# its status in the probe, stale statistics made the planner scan the index of finished
-# jobs, every one the shard keeps, once per name.
 REOPEN = f"""
     UPDATE jobs
        SET status = {RUNNING}, finished_at = NULL,
            lease_expires_at = now() + make_interval(secs => %(lease)s)
-      FROM unnest(%(job_ids)s::text[], %(attempts)s::int[]) AS d(job_id, attempt)
-           CROSS JOIN LATERAL (SELECT j.ctid, j.status, j.attempts FROM jobs AS j
-                                WHERE j.id = d.job_id LIMIT 1 FOR UPDATE OF j) AS found
+      FROM {_by_id(_ATTEMPTS, "j.ctid, j.status, j.attempts", lock=True)}
      WHERE jobs.ctid = found.ctid AND found.status = {SUCCEEDED}
        AND found.attempts = d.attempt
 """
@@ -118,7 +129,7 @@ SUCCEED = f"""
     UPDATE jobs
        SET status = {SUCCEEDED}, finished_at = now(), updated_at = now(),
            lease_expires_at = NULL
-      FROM unnest(%(job_ids)s::text[], %(attempts)s::int[]) AS d(job_id, attempt)
+      FROM {_ATTEMPTS}
      WHERE jobs.id = d.job_id AND jobs.status = {RUNNING} AND jobs.attempts = d.attempt
 """
 
@@ -169,20 +180,16 @@ FAIL = f"""
 # every outcome statement sets and which is the transaction's start, so no other
 # transaction's change matches. An outcome that changed nothing (a duplicate, or an
 # attempt the sweeper gave up, which wrote its own row) adds nothing, and the primary key
-# would drop a second row for one attempt. Each name is probed by its id alone and the
-# row checked after (see ``_found``): joined to the names, or with the status in the
-# probe, statistics taken before the jobs finished made the planner read every finished
-# job the shard keeps, through their index, for each batch (or each name).
-RECORD_ATTEMPTS = """
+# would drop a second row for one attempt. Each job is found by its id (``_by_id``).
+_OUTCOMES = """unnest(%(job_ids)s::text[], %(attempts)s::int[], %(outcomes)s::text[],
+                  %(errors)s::text[], %(http_statuses)s::int[], %(excerpts)s::text[])
+           AS d(job_id, attempt, outcome, error, http_status, excerpt)"""
+RECORD_ATTEMPTS = f"""
     INSERT INTO jobs_attempt (job_id, attempt, started_at, finished_at, outcome, error,
                               http_status, response_excerpt)
     SELECT found.id, found.attempts, coalesce(found.started_at, now()), now(), d.outcome,
            coalesce(d.error, ''), d.http_status, coalesce(d.excerpt, '')
-      FROM unnest(%(job_ids)s::text[], %(attempts)s::int[], %(outcomes)s::text[],
-                  %(errors)s::text[], %(http_statuses)s::int[], %(excerpts)s::text[])
-           AS d(job_id, attempt, outcome, error, http_status, excerpt)
-           CROSS JOIN LATERAL (SELECT j.id, j.attempts, j.started_at, j.status, j.updated_at
-                                 FROM jobs AS j WHERE j.id = d.job_id LIMIT 1) AS found
+      FROM {_by_id(_OUTCOMES, "j.id, j.attempts, j.started_at, j.status, j.updated_at")}
      WHERE found.attempts = d.attempt AND found.status = %(status)s
        AND found.updated_at = now()
         ON CONFLICT (job_id, attempt) DO NOTHING
