@@ -17,7 +17,7 @@ def explain(cursor, sql: str, params=None, *, buffers: bool = False) -> list[dic
 
 def scans_of_jobs(plan) -> list[dict]:
     """The plan's scans of the jobs table, under any alias."""
-    nodes = plan if isinstance(plan, list) else [plan]
+    nodes = list(plan) if isinstance(plan, list) else [plan]
     found = []
     while nodes:
         node = nodes.pop()
