@@ -76,9 +76,6 @@ class JobConsumer:
         topic: str,
         client_id: str,
         max_uncommitted: int,
-        session_timeout_ms: int = 6000,
-        heartbeat_interval_ms: int = 1000,
-        max_poll_interval_ms: int = 30000,
         on_partitions_changed: Callable[[frozenset[int]], None] | None = None,
         kafka_consumer: Consumer | None = None,
     ) -> None:
@@ -109,12 +106,12 @@ class JobConsumer:
                 "auto.commit.interval.ms": 1000,
                 "enable.auto.offset.store": False,
                 "auto.offset.reset": "earliest",
-                "session.timeout.ms": session_timeout_ms,
+                "session.timeout.ms": 6000,
                 # A member learns that the group rebalances from a heartbeat's answer, so
                 # each rebalance waits up to one interval for the members to rejoin; six
                 # heartbeats per session, not two, also keep a busy member from timing out.
-                "heartbeat.interval.ms": heartbeat_interval_ms,
-                "max.poll.interval.ms": max_poll_interval_ms,
+                "heartbeat.interval.ms": 1000,
+                "max.poll.interval.ms": 30000,
                 "enable.partition.eof": False,
                 # Due jobs should start within milliseconds: do not let a fetch idle long.
                 "fetch.wait.max.ms": 20,
@@ -265,13 +262,10 @@ class JobConsumer:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         logger.info("revoking partitions %s of %s", [p.partition for p in partitions], self.topic)
         self.commit()
-        with self._lock:
-            for partition in partitions:
-                self._progress.pop(partition.partition, None)
-                self._last_offset.pop(partition.partition, None)
-                self._full.discard(partition.partition)
-                # Messages still held from it are not ours to commit if it comes back.
-                self._logs[partition.partition] = self._logs.get(partition.partition, 0) + 1
+        for partition in partitions:
+            # Messages still held from it are not ours to commit if it comes back.
+            self._new_log(partition.partition)
+            self._last_offset.pop(partition.partition, None)
         self._paused -= {p.partition for p in partitions}
         self._assignment_changed(removed=partitions)
 
