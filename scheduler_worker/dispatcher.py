@@ -172,7 +172,6 @@ class ShardDispatcher:
             except DatabaseError as exc:
                 logger.warning("shard %s: cannot take the lease yet: %s", self.store.shard_id, exc)
                 self._round_failed()
-                self._stopped.wait(_ERROR_BACKOFF_SECONDS)
         return None
 
     def _round_worked(self) -> None:
@@ -187,7 +186,8 @@ class ShardDispatcher:
             metrics.SHARD_FAILING.labels(self._shard_label).set(0)
 
     def _round_failed(self) -> None:
-        """After a database error: drop every connection this thread holds, count the time.
+        """After a database error: drop every connection this thread holds, count the time,
+        wait ``_ERROR_BACKOFF_SECONDS``.
 
         Django replaces a broken connection only at request boundaries, and this thread has
         none; a connection the server ended (a restart, a failover, pg_terminate_backend)
@@ -198,6 +198,7 @@ class ShardDispatcher:
         if self._failing_since is None:
             self._failing_since = self.clock()
         metrics.SHARD_FAILING.labels(self._shard_label).set(1)
+        self._stopped.wait(_ERROR_BACKOFF_SECONDS)
 
     def _record_round(self, now: float) -> None:
         """Write when this shard last had a round (the admin's cluster page shows it)."""
@@ -209,31 +210,27 @@ class ShardDispatcher:
         except DatabaseError as exc:  # the next round's own queries report the database
             logger.debug("shard %s: cannot record the round: %s", self.store.shard_id, exc)
 
-    def _guarded_round(self) -> int:
+    def _guarded_round(self) -> None:
         """One round; database and broker trouble is logged and retried, fencing is not."""
         try:
             if self._sweeper.is_due():
                 self._sweeper.sweep(epoch=self.rounds.epoch)
-            published = self.rounds.dispatch_round()
+            self.rounds.dispatch_round()
+        except ShardFenced:
+            raise
         except (DatabaseError, MessagesNotAcknowledged) as exc:
             logger.warning("shard %s: round failed, retrying: %s", self.store.shard_id, exc)
             self._round_failed()
-            self._stopped.wait(_ERROR_BACKOFF_SECONDS)
-            return 0
-        except ShardFenced:
-            raise
         except Exception:
             # The producer raised instead of reporting (a fatal error), or a bug: the thread
             # must not end while the worker still owns the shard, or nobody dispatches it.
             # Jobs this round claimed stay queued until the sweeper makes them due again.
             logger.exception("shard %s: dispatch round failed, retrying", self.store.shard_id)
             self._round_failed()
-            self._stopped.wait(_ERROR_BACKOFF_SECONDS)
-            return 0
-        if self.rounds.broker_refused():
-            # Its messages went out, but the broker failed the last ones and acknowledged
-            # none since: not a round that worked. Counted as one, the rounds between two
-            # failed reports would end every run of failures before the step-back's.
-            return published
-        self._round_worked()
-        return published
+        else:
+            # While the broker refuses (it failed the last messages and acknowledged none
+            # since), a round that sent its messages is not one that worked. Counted as one,
+            # the rounds between two failed reports would end every run of failures before
+            # the step-back's.
+            if not self.rounds.broker_refused():
+                self._round_worked()
