@@ -27,7 +27,7 @@ from jobsvc.messaging.producer import Producer
 from scheduler_worker import metrics
 from scheduler_worker.dispatch_config import DispatchConfig
 from scheduler_worker.errors import MessagesNotAcknowledged, ShardFenced
-from scheduler_worker.shard_rounds import ShardRounds, Weights
+from scheduler_worker.shard_rounds import ShardRounds
 from scheduler_worker.shard_store import ShardStore
 from scheduler_worker.sweeper import ShardSweeper
 from scheduler_worker.weights import WeightBook
@@ -58,7 +58,6 @@ class ShardDispatcher:
         on_fenced: Callable[[ShardDispatcher], None],
         clock: Callable[[], float],
         acquire_delay: float = 0.0,
-        weights: Weights | None = None,
     ) -> None:
         self.store = store
         self.owner = owner
@@ -69,7 +68,7 @@ class ShardDispatcher:
             store=store,
             producer=producer,
             config=config,
-            weights=weights or WeightBook(refresh_seconds=weight_refresh_seconds, clock=clock),
+            weights=WeightBook(refresh_seconds=weight_refresh_seconds, clock=clock),
             clock=clock,
         )
         self._stopped = threading.Event()
@@ -103,7 +102,7 @@ class ShardDispatcher:
 
     def stop(self) -> None:
         self._stopped.set()
-        self.rounds.stop()  # also wakes a paused thread so it can exit
+        self.rounds.resume()  # wakes a paused thread so it can exit
 
     def join(self, timeout: float) -> bool:
         self._thread.join(timeout)

@@ -64,8 +64,8 @@ class ShardRounds:
     """What one shard sends to the broker; not a thread of its own.
 
     ``epoch`` is the shard's lease, set by whoever took it; nothing is claimed without it.
-    ``pause()`` (ZooKeeper connection SUSPENDED) stops new claims until ``resume()``;
-    ``stop()`` stops them for good. ``dispatch_round`` runs on the dispatch thread.
+    ``pause()`` (ZooKeeper connection SUSPENDED) stops new claims until ``resume()``, which
+    also wakes ``wait_resumed``. ``dispatch_round`` runs on the dispatch thread.
     """
 
     def __init__(
@@ -102,12 +102,8 @@ class ShardRounds:
     def resume(self) -> None:
         self._claiming.set()
 
-    def stop(self) -> None:
-        """No claims from here on; wakes ``wait_resumed``."""
-        self._claiming.set()
-
     def wait_resumed(self) -> None:
-        """Until ``resume()`` or ``stop()``, if paused."""
+        """Until ``resume()``, if paused."""
         self._claiming.wait()
 
     # --- on the dispatch thread -------------------------------------------------------
