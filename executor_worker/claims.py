@@ -204,28 +204,11 @@ class ClaimStore:
         with connections[self.alias].cursor() as cursor:
             limit_idle(cursor, seconds)
 
-    def close(self) -> None:
-        connections[self.alias].close()
-
 
 def _attempt(row: tuple) -> Attempt:
-    (job_id, user_id, shard_id, attempt, max_attempts, timeout, handler, params, message,
-     execute_at, due_at, created_at, errors) = row  # fmt: skip
-    return Attempt(
-        job_id=job_id,
-        user_id=user_id,
-        shard_id=shard_id,
-        attempt=attempt,
-        max_attempts=max_attempts,
-        timeout_seconds=timeout,
-        handler=handler,
-        handler_params=_jsonb(params),
-        message=message,
-        execute_at=execute_at,
-        due_at=due_at,
-        created_at=created_at,
-        attempt_errors=_jsonb(errors),
-    )
+    """A row of ``queries._RETURNING``, whose columns are ``Attempt``'s fields in order."""
+    *first, params, message, execute_at, due_at, created_at, errors = row
+    return Attempt(*first, _jsonb(params), message, execute_at, due_at, created_at, _jsonb(errors))
 
 
 def _jsonb(value: Any) -> Any:

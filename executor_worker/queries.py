@@ -73,6 +73,7 @@ _ATTEMPTS = "unnest(%(job_ids)s::text[], %(attempts)s::int[]) AS d(job_id, attem
 _STILL_RUNNING = f"""jobs.id = ANY(%(job_ids)s::text[]) AND jobs.id = d.job_id
        AND jobs.status = {RUNNING} AND jobs.attempts = d.attempt"""
 
+# ``claims.Attempt``'s fields, in its order.
 _RETURNING = """jobs.id, jobs.user_id, jobs.shard_id, jobs.attempts, jobs.max_attempts,
            jobs.timeout_seconds, jobs.handler, jobs.handler_params, jobs.message,
            jobs.execute_at, jobs.due_at, jobs.created_at, jobs.attempt_errors"""
