@@ -31,7 +31,6 @@ Who runs the rounds, holds the lease and sweeps is ``scheduler_worker.dispatcher
 
 from __future__ import annotations
 
-import logging
 import math
 import threading
 from collections import Counter
@@ -48,8 +47,6 @@ from scheduler_worker.partition_deal import PartitionDealer
 from scheduler_worker.shard_publisher import ShardPublisher
 from scheduler_worker.shard_store import ClaimedJob, ShardStore
 from scheduler_worker.weights import weight_of
-
-logger = logging.getLogger(__name__)
 
 ROUND_MAX_JOBS = 2000  # jobs one round claims at most, over all its users
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
@@ -12,8 +10,6 @@ from jobsvc.worker_process import add_worker_id_argument, prepare_worker_process
 from jobsvc.zookeeper import zookeeper_auth
 from scheduler_worker.dispatch_config import DispatchConfig
 from scheduler_worker.worker import SchedulerWorker
-
-logger = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
