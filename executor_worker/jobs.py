@@ -1,11 +1,7 @@
 """A job an executor holds, from the message it read to the acknowledgement of its outcome.
 
-Each part of the executor owns the jobs in its states (``JobState``): the intake those not
-due yet, the start order those waiting to be claimed, the claimer those being claimed, the
-handler pool those running, the recorder those whose outcome waits to be written. A job
-moves one way, and its message is acknowledged (its offset may be committed) only once
-the job is DONE: its outcome is durable, or it needs no run here (a duplicate, a stale
-attempt, a cancelled job).
+Each part of the executor owns the jobs in its states (``JobState``: the part is named with
+each). A job moves one way; its message's offset may be committed only once it is DONE.
 """
 
 from __future__ import annotations

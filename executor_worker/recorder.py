@@ -47,11 +47,8 @@ class Recorder:
         on_shard_failed: Callable[..., None],
     ) -> None:
         """``idle_transaction_limit``: the server's idle-in-transaction limit (0: none),
-        extended while the dead letters go out. ``on_shard_failed(shard_id, action, exc,
-        started_at=...)`` closes the shard (the claimer's ``shard_failed``: one backoff per
-        shard for claims and records); ``started_at`` is when the failed write began, on
-        ``shards``' clock, so that one that hung until a timeout counts as failing all
-        along."""
+        extended while the dead letters go out. ``on_shard_failed``: the claimer's
+        ``shard_failed`` (one backoff per shard for claims and records)."""
         self._stores = stores
         self._shards = shards
         self.dead_letters = dead_letters

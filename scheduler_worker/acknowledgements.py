@@ -14,11 +14,7 @@ import threading
 
 
 class Unacknowledged:
-    """A dispatcher's messages the broker has not acknowledged yet, and those it failed.
-
-    Delivery reports arrive on the producer's thread; the dispatch thread takes the failed
-    jobs and waits for room.
-    """
+    """Counts and failed jobs (see the module's docstring); safe from both threads."""
 
     def __init__(self) -> None:
         self._count = 0

@@ -1,8 +1,6 @@
 """Prometheus metrics of a scheduler worker, served on ``JOBSVC_SCHEDULER_METRICS_PORT``.
 
-Per-user numbers would give one time series per user; fairness is shown per *weight
-class* instead (the user's weight, rounded to two significant digits), which stays
-bounded however many users there are.
+Fairness is shown per weight class, never per user (``scheduler_worker.dispatch_metrics``).
 """
 
 from __future__ import annotations
