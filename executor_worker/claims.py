@@ -208,19 +208,9 @@ class ClaimStore:
 def _attempt(row: tuple) -> Attempt:
     """A row of ``queries._RETURNING``, whose columns are ``Attempt``'s fields in order."""
     *first, params, message, execute_at, due_at, created_at, errors = row
-    return Attempt(*first, _jsonb(params), message, execute_at, due_at, created_at, _jsonb(errors))
-
-
-def _jsonb(value: Any) -> Any:
-    """A jsonb column of a raw query: Django's psycopg setup hands it back as text.
-
-    Most jobs have no parameters and no errors yet: those skip the JSON parser.
-    """
-    if value == "{}":
-        return {}
-    if value == "[]":
-        return []
-    return from_jsonb(value)
+    return Attempt(
+        *first, from_jsonb(params), message, execute_at, due_at, created_at, from_jsonb(errors)
+    )
 
 
 def _named(requests: Sequence[ClaimRequest]) -> dict[str, list]:

@@ -128,7 +128,14 @@ def _adapted(row: JobRow) -> JobRow:
 
 
 def from_jsonb(value: Any) -> Any:
-    """A jsonb value from a raw query: Django's psycopg setup returns jsonb as text."""
+    """A jsonb value from a raw query: Django's psycopg setup returns jsonb as text.
+
+    Most jobs have no parameters and no errors yet: those skip the JSON parser.
+    """
+    if value == "{}":
+        return {}
+    if value == "[]":
+        return []
     return json.loads(value) if isinstance(value, str) else value
 
 
