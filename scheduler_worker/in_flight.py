@@ -31,7 +31,6 @@ dispatch thread.
 from __future__ import annotations
 
 import math
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 
@@ -50,8 +49,8 @@ class ShardInFlight:
         *,
         store: ShardStore,
         max_in_flight: int,
-        seconds_of_work: float = 0.0,
-        clock: Callable[[], float] = time.monotonic,
+        seconds_of_work: float,
+        clock: Callable[[], float],
     ) -> None:
         self.store = store
         self.max_in_flight = max_in_flight
@@ -77,23 +76,15 @@ class ShardInFlight:
 
     def rooms(self, users: Iterable[int], weights: dict[int, float]) -> dict[int, int]:
         """Per due user: how many more of its jobs may be in flight now (0 or more)."""
-        users = list(users)
         self._recount()
-        limit, total = self.limit(), sum(weight_of(weights, user) for user in users)
-        return {
-            user: max(0, math.ceil(limit * weight_of(weights, user) / total) - self._by_user[user])
-            for user in users
-        }
+        shares = _by_weight(self.limit(), users, weights)
+        return {user: max(0, share - self._by_user[user]) for user, share in shares.items()}
 
     def spare(self, users: Iterable[int], weights: dict[int, float]) -> dict[int, int]:
         """The room under the shard's limit that nobody's share holds now, shared by weight
-        among ``users`` (those who filled their rooms this round); rounded up."""
-        users = list(users)
+        among ``users`` (those who filled their rooms this round)."""
         left = self.limit() - self._by_user.total()
-        if left <= 0 or not users:
-            return {}
-        total = sum(weight_of(weights, user) for user in users)
-        return {user: math.ceil(left * weight_of(weights, user) / total) for user in users}
+        return _by_weight(left, users, weights) if left > 0 else {}
 
     def held(self, user: int, partition_count: int) -> list[int]:
         """The user's jobs in flight on each partition, as of the last count and claims."""
@@ -121,3 +112,10 @@ class ShardInFlight:
         self._counted_at = now
         metrics.IN_FLIGHT.labels(self._label).set(self._by_user.total())
         metrics.IN_FLIGHT_LIMIT.labels(self._label).set(self.limit())
+
+
+def _by_weight(amount: int, users: Iterable[int], weights: dict[int, float]) -> dict[int, int]:
+    """``amount`` shared among ``users`` by weight, each share rounded up."""
+    users = list(users)
+    total = sum(weight_of(weights, user) for user in users)
+    return {user: math.ceil(amount * weight_of(weights, user) / total) for user in users}

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Callable, Iterable
 
 from django.db import DEFAULT_DB_ALIAS, connections
@@ -33,9 +32,7 @@ def weight_of(weights: dict[int, float], user: int) -> float:
 
 
 class WeightBook:
-    def __init__(
-        self, *, refresh_seconds: float, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, *, refresh_seconds: float, clock: Callable[[], float]) -> None:
         self._refresh_seconds = refresh_seconds
         self._clock = clock
         self._entries: dict[int, tuple[float, float]] = {}  # user -> (weight, read at)
