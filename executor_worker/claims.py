@@ -65,8 +65,7 @@ class Outcome:
 
 
 class ClaimRequest(NamedTuple):
-    """An attempt a message asks to start: the claim starts it only if the job's row still
-    matches all of it (executors trust nothing else in a message)."""
+    """An attempt a message asks to start, as a claim checks it (``queries._NAMED``)."""
 
     job_id: str
     attempt: int

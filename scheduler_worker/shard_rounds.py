@@ -18,9 +18,6 @@ One round (``dispatch_round``):
    (``scheduler_worker.shard_publisher``). A round first releases the jobs whose
    messages the broker failed.
 
-The scheduler only supplies: the order jobs start in, and so each user's share, is decided
-by the executors (executor_worker.start_order; docs/design/fairness.md).
-
 "Due" means due within ``dispatch_ahead`` seconds: a job is sent that long before its due
 time at most, and the executor that reads it holds it until it is due by the database's
 clock. The trip through this round, the broker and the executor's read is then made while
@@ -110,8 +107,7 @@ class ShardRounds:
         self.publisher.settle(timeout, epoch=self.epoch)
 
     def broker_refused(self) -> bool:
-        """True while the broker failed every message of its latest report: the rounds
-        send, but none of them worked (see ``Unacknowledged.refused``)."""
+        """True while the broker fails every message (see ``Unacknowledged.refused``)."""
         return self.publisher.refused()
 
     def forget(self) -> None:

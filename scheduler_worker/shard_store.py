@@ -21,9 +21,7 @@ from scheduler_worker.errors import ShardFenced
 # a GC pause, a stopped VM) would otherwise keep the next owner's ACQUIRE_LEASE waiting
 # until it resumed. Shorter than the ZooKeeper session timeout (JOBSVC_ZK_SESSION_TIMEOUT_
 # SECONDS, 4-5 s), so the lock is gone by the time another worker is given the shard. Our
-# statements follow each other within milliseconds. fail_abandoned publishes inside its
-# transaction and extends the limit by its publish timeout meanwhile, but it locks the
-# lease row only after publishing, under this limit again.
+# statements follow each other within milliseconds (fail_abandoned extends it to publish).
 IDLE_IN_TRANSACTION_TIMEOUT = 2.0
 
 
@@ -85,10 +83,8 @@ class ShardStore:
             return cursor.fetchone()[0]
 
     def reset_older_dispatches(self, *, epoch: int) -> int:
-        """Make due again the jobs older owners claimed that no executor started (their
-        messages may never have been sent: the owner died between claim and publish); how
-        many. A message that was sent after all still starts its job (a claim takes it from
-        ``scheduled``), and the later dispatch's message is then dropped by the claim."""
+        """Make due again the jobs older owners claimed that no executor started; how many
+        (why: ``queries.RESET_OLDER_DISPATCHES`` and ``scheduler_worker.dispatcher``)."""
         with self._fenced(epoch) as cursor:
             cursor.execute(queries.RESET_OLDER_DISPATCHES, {"epoch": epoch})
             return cursor.rowcount
