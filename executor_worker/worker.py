@@ -109,19 +109,16 @@ class ExecutorWorker:
         runner: AttemptRunner,
         producer: RenewingProducer,
         on_partitions_changed: Callable[[frozenset[int]], None] | None = None,
-        consumer: JobConsumer | None = None,
         peers: Peers | None = None,
     ) -> None:
-        """``consumer``: for tests, a consumer made elsewhere (by default the worker joins
-        ``config.group_id`` when it runs). ``on_partitions_changed``: see ``JobConsumer``.
-        ``peers``: this executor's ZooKeeper registration (None: it never steps back)."""
+        """``on_partitions_changed``: see ``JobConsumer``. ``peers``: this executor's
+        ZooKeeper registration (None: it never steps back)."""
         self.worker_id = worker_id
         self.bootstrap = bootstrap
         self.config = config
         self.runner = runner
         self.producer = producer
         self._on_partitions_changed = on_partitions_changed
-        self._consumer = consumer
         self._stopping = threading.Event()
         self._stores: dict[int, ClaimStore] = {}
         self.shards = ShardBackoff(first_delay=_RETRY_FIRST_DELAY, max_delay=_RETRY_MAX_DELAY)
@@ -182,7 +179,7 @@ class ExecutorWorker:
         return problems + self.clocks.problems()
 
     def run(self) -> None:
-        self.intake = self._join(self._consumer)
+        self.intake = self._join()
         self.pool = HandlerPool(concurrency=self.config.concurrency, runner=self.runner)
         self.prober.probe_due()  # the clocks, before the first job is held by them
         self.prober.start()
@@ -203,11 +200,10 @@ class ExecutorWorker:
             connections.close_all()
             logger.info("executor %s stopped", self.worker_id)
 
-    def _join(self, consumer: JobConsumer | None = None) -> Intake:
+    def _join(self) -> Intake:
         """An intake reading this executor's partitions of the group (joining it)."""
         return Intake(
-            consumer=consumer
-            or JobConsumer(
+            consumer=JobConsumer(
                 bootstrap=self.bootstrap,
                 group_id=self.config.group_id,
                 topic=self.config.topic,
