@@ -2,10 +2,10 @@
 
 The dispatcher sends a round's messages without waiting for the broker (see
 ``scheduler_worker.shard_publisher``): the broker's delivery reports arrive later, on the
-producer's thread. ``Unacknowledged`` counts the messages still awaiting a report, so the
-dispatch thread can cap them and wait for room, and keeps the jobs of failed messages
-until the dispatch thread takes them to make them due again. It also knows whether the
-broker *refuses*: it failed every message of its latest report.
+producer's thread. ``Unacknowledged`` counts the messages still awaiting a report, so that
+a dispatcher can wait for them before it lets its shard go, and keeps the jobs of failed
+messages until the dispatch thread takes them to make them due again. It also knows
+whether the broker *refuses*: it failed every message of its latest report.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class Unacknowledged:
         with self._changed:
             self._failed.extend(failed)
 
-    def wait_below(self, limit: int, timeout: float) -> bool:
-        """Wait until fewer than ``limit`` messages are unacknowledged."""
+    def wait_reported(self, timeout: float) -> bool:
+        """Wait until the broker reported on every message sent; False if it timed out."""
         with self._changed:
-            return self._changed.wait_for(lambda: self._count < limit, timeout)
+            return self._changed.wait_for(lambda: self._count <= 0, timeout)

@@ -60,7 +60,7 @@ class ShardPublisher:
 
     def settle(self, timeout: float, *, epoch: int | None) -> None:
         """Before the shard goes: wait for the broker's reports, release what failed."""
-        if not self._unacknowledged.wait_below(1, timeout):
+        if not self._unacknowledged.wait_reported(timeout):
             logger.warning(
                 "shard %s: %d messages still unacknowledged; the next owner sends them again",
                 self.store.shard_id,
