@@ -158,25 +158,12 @@ class ClaimStore:
         failed = [o for o in started if not o.succeeded and o.retry_delay is None]
         with transaction.atomic(using=self.alias), connections[self.alias].cursor() as cursor:
             if not_started:
-                cursor.execute(
-                    queries.NOT_STARTED,
-                    {
-                        **_keys(o.attempt for o in not_started),
-                        "delays": [o.retry_delay for o in not_started],
-                    },
-                )
+                cursor.execute(queries.NOT_STARTED, _outcomes(not_started))
             if succeeded:
                 cursor.execute(queries.SUCCEED, _keys(o.attempt for o in succeeded))
                 _record_history(cursor, succeeded, status=JobStatus.SUCCEEDED.value)
             if retried:
-                cursor.execute(
-                    queries.RETRY,
-                    {
-                        **_keys(o.attempt for o in retried),
-                        "delays": [o.retry_delay for o in retried],
-                        "errors": [o.error for o in retried],
-                    },
-                )
+                cursor.execute(queries.RETRY, _outcomes(retried))
                 _record_history(cursor, retried, status=JobStatus.SCHEDULED.value)
             self.fail(failed)
 
@@ -189,9 +176,8 @@ class ClaimStore:
         """
         if not outcomes:
             return set()
-        params = {**_keys(o.attempt for o in outcomes), "errors": [o.error for o in outcomes]}
         with connections[self.alias].cursor() as cursor:
-            cursor.execute(queries.FAIL, params)
+            cursor.execute(queries.FAIL, _outcomes(outcomes))
             changed = {(job_id, attempt) for job_id, attempt in cursor.fetchall()}
             if changed:
                 _record_history(cursor, outcomes, status=JobStatus.FAILED.value)
@@ -224,6 +210,15 @@ def _named(requests: Sequence[ClaimRequest]) -> dict[str, list]:
 def _keys(attempts: Iterable[Attempt]) -> dict[str, list]:
     attempts = list(attempts)
     return {"job_ids": [a.job_id for a in attempts], "attempts": [a.attempt for a in attempts]}
+
+
+def _outcomes(outcomes: Sequence[Outcome]) -> dict[str, list]:
+    """NOT_STARTED's, RETRY's and FAIL's parameters: each statement reads those it names."""
+    return {
+        **_keys(o.attempt for o in outcomes),
+        "delays": [o.retry_delay for o in outcomes],
+        "errors": [o.error for o in outcomes],
+    }
 
 
 def _record_history(cursor, outcomes: Sequence[Outcome], *, status: str) -> None:
