@@ -15,13 +15,9 @@ bounded whatever the broker and the databases do: reading pauses while ``read_ah
 are held, and the consumer pauses a partition where too many messages wait behind one
 not handled yet (``executor_worker.consumer``).
 
-Faults: a shard that cannot be reached has its jobs set aside until it answers
-(``ShardBackoff``), the others go on: the loop no longer uses it, and a thread of its own
-asks it again (``executor_worker.shard_prober``), so no turn waits on a server that does
-not answer, past the one that found it so. If it has failed here for ``step_back_after``
-seconds while another member of the group reaches it, this executor leaves the consumer
-group until that is no longer so, for ``step_back_seconds`` at most
-(``executor_worker.step_back``): its partitions, and the jobs it held, go to the others.
+Faults: a shard that cannot be reached has its jobs set aside while the others go on, and
+a thread of its own asks it again (``executor_worker.shard_prober``); if it keeps failing
+here while others reach it, this executor leaves the group (``executor_worker.step_back``).
 Attempts running here hold leases renewed every ``lease_seconds / 3``, so if this executor
 dies or is cut off, the schedulers' sweeper takes them back within about ``lease_seconds``.
 
