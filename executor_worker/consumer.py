@@ -131,9 +131,8 @@ class JobConsumer:
         batch: list[Received] = []
         for message in self._fetch(max_messages, timeout):
             error = message.error()
-            if error is not None:
-                if error.code() != KafkaError._PARTITION_EOF:
-                    logger.warning("consumer error: %s", error)
+            if error is not None:  # never end-of-partition: enable.partition.eof is off
+                logger.warning("consumer error: %s", error)
                 continue
             partition, offset = message.partition(), message.offset()
             last = self._last_offset.get(partition)
