@@ -77,10 +77,6 @@ class SchedulerWorker:
         """Ask the worker to shut down; safe from a signal handler, idempotent."""
         self._stopping.set()
 
-    def owned_shards(self) -> list[int]:
-        with self._lock:
-            return sorted(self._dispatchers)
-
     def run(self) -> None:
         metrics.SHARDS_CONFIGURED.set(len(self.shard_ids))
         for shard_id in self.shard_ids:
@@ -110,7 +106,7 @@ class SchedulerWorker:
             logger.info("scheduler %s stopping", self.worker_id)
             if self._ownership is not None:
                 self._ownership.stop()
-            for shard_id in self.owned_shards():  # in case a release callback was missed
+            for shard_id in self._current_dispatchers():  # in case a release callback was missed
                 self._on_released(shard_id)
             self._join_retiring()  # their last publishes go out before the producer closes
             self._producer.close()
