@@ -20,7 +20,7 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.db import Error as DatabaseError
@@ -56,12 +56,11 @@ class Claimer:
         stores: Callable[[int], ClaimStore],
         runner: AttemptRunner,
         backoff: ShardBackoff,
-        inline_handlers: Sequence[str],
     ) -> None:
         self._stores = stores
         self._runner = runner
         self.backoff = backoff
-        self._inline_handlers = list(inline_handlers)
+        self._inline_handlers = runner.inline_handlers()
 
     def claim(self, jobs: list[HeldJob], *, threads: int) -> Claimed:
         """Claim ``jobs`` (in fair order), shard by shard; at most ``threads`` of those

@@ -135,7 +135,6 @@ class ExecutorWorker:
             stores=self._store,
             runner=runner,
             backoff=self.shards,
-            inline_handlers=runner.inline_handlers(),
         )
         self.recorder = Recorder(
             stores=self._store,

@@ -50,7 +50,6 @@ def _claimer() -> Claimer:
         stores=lambda shard: ClaimStore(shard_id=shard, lease_seconds=5.0),
         runner=runner,
         backoff=ShardBackoff(first_delay=0.1, max_delay=1.0),
-        inline_handlers=runner.inline_handlers(),
     )
 
 
