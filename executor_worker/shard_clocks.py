@@ -72,7 +72,7 @@ class ShardClocks:
             except Exception:  # reported by ``read_database_clock``; a clock can wait
                 continue
 
-    def measure(self, shard_id: int) -> ClockSample:
+    def measure(self, shard_id: int) -> None:
         before = self._clock()
         database = self._read(shard_id)
         after = self._clock()
@@ -80,7 +80,6 @@ class ShardClocks:
         samples = self._samples.setdefault(shard_id, deque(maxlen=_SAMPLES))
         samples.append(sample)
         self._offsets[shard_id] = min(samples, key=lambda s: s.round_trip).offset
-        return sample
 
     def problems(self) -> list[str]:
         """Shards whose clock is off from ours by more than ``max_offset``."""
