@@ -84,7 +84,8 @@ class ShardStore:
 
     def reset_older_dispatches(self, *, epoch: int) -> int:
         """Make due again the jobs older owners claimed that no executor started; how many
-        (why: ``queries.RESET_OLDER_DISPATCHES`` and ``scheduler_worker.dispatcher``)."""
+        (why: ``queries.RESET_OLDER_DISPATCHES``). A message sent after all still starts
+        its job (a claim takes it from ``scheduled``); the later dispatch's is dropped."""
         with self._fenced(epoch) as cursor:
             cursor.execute(queries.RESET_OLDER_DISPATCHES, {"epoch": epoch})
             return cursor.rowcount
