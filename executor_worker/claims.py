@@ -213,7 +213,7 @@ def _keys(attempts: Iterable[Attempt]) -> dict[str, list]:
 
 
 def _outcomes(outcomes: Sequence[Outcome]) -> dict[str, list]:
-    """NOT_STARTED's, RETRY's and FAIL's parameters: each statement reads those it names."""
+    """The parameters of NOT_STARTED, RETRY and FAIL (``queries._FINISHED_ATTEMPTS``)."""
     return {
         **_keys(o.attempt for o in outcomes),
         "delays": [o.retry_delay for o in outcomes],

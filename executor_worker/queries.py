@@ -64,6 +64,11 @@ def _by_id(names: str, columns: str, *, lock: bool = False) -> str:
 # The (job id, attempt number) pairs an outcome statement names.
 _ATTEMPTS = "unnest(%(job_ids)s::text[], %(attempts)s::int[]) AS d(job_id, attempt)"
 
+# The attempts RETRY, NOT_STARTED and FAIL name, with each one's retry delay and error
+# (each statement reads those it needs).
+_FINISHED_ATTEMPTS = """unnest(%(job_ids)s::text[], %(attempts)s::int[], %(delays)s::float8[],
+                  %(errors)s::text[]) AS d(job_id, attempt, delay, error)"""
+
 # The named attempts (``d``) whose jobs are still running them. The ids are given to the
 # jobs' scan as an array too, so a scan of the primary key reads those ids alone: joined
 # by ``d.job_id`` only, with statistics that call the table tiny, the planner scanned the
@@ -148,8 +153,7 @@ RETRY = f"""
        SET status = {SCHEDULED}, due_at = now() + make_interval(secs => d.delay),
            last_error = d.error, updated_at = now(), lease_expires_at = NULL,
            {_APPEND_ERROR}
-      FROM unnest(%(job_ids)s::text[], %(attempts)s::int[], %(delays)s::float8[],
-                  %(errors)s::text[]) AS d(job_id, attempt, delay, error)
+      FROM {_FINISHED_ATTEMPTS}
      WHERE {_STILL_RUNNING}
 """
 
@@ -164,8 +168,7 @@ NOT_STARTED = f"""
            lease_expires_at = NULL,
            started_at = (SELECT a.started_at FROM jobs_attempt a
                           WHERE a.job_id = jobs.id AND a.attempt = jobs.attempts - 1)
-      FROM unnest(%(job_ids)s::text[], %(attempts)s::int[], %(delays)s::float8[])
-           AS d(job_id, attempt, delay)
+      FROM {_FINISHED_ATTEMPTS}
      WHERE {_STILL_RUNNING}
 """
 
@@ -177,8 +180,7 @@ FAIL = f"""
        SET status = {FAILED}, finished_at = now(), last_error = d.error, updated_at = now(),
            lease_expires_at = NULL,
            {_APPEND_ERROR}
-      FROM unnest(%(job_ids)s::text[], %(attempts)s::int[], %(errors)s::text[])
-           AS d(job_id, attempt, error)
+      FROM {_FINISHED_ATTEMPTS}
      WHERE {_STILL_RUNNING}
  RETURNING jobs.id, jobs.attempts
 """
