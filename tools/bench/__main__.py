@@ -7,8 +7,9 @@ them to ``bench-results/results.json`` and a Markdown report ``bench-results/rep
 with PNG plots next to it (``tools/bench/report.py``, ``tools/bench/plots.py``).
 
 A run without ``--only`` runs every scenario but the soak (``tools/bench/soak.py``: half an
-hour at the design peak), which runs when named: ``--only soak [--soak-minutes N]``. The
-``peers`` scenario (``tools/bench/peers/``) is part of the full run.
+hour at the design peak), which runs when named: ``--only soak [--soak-minutes N]
+[--soak-lead SECONDS]``. The ``peers`` scenario (``tools/bench/peers/``) is part of the
+full run.
 """
 
 from __future__ import annotations
@@ -54,6 +55,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="minutes the soak creates jobs at the design peak (default 30)",
     )
+    parser.add_argument(
+        "--soak-lead",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="seconds from a soak job's create request to its due time (default 5; 0: "
+        "each job due at its request)",
+    )
     args = parser.parse_args(argv)
     stop_on_sigterm()  # the launcher passes SIGTERM on: the scenario's workers must stop
     if "JOBSVC_CONTROL_DB_URL" not in os.environ:
@@ -69,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         env=dict(os.environ),
         job_times=args.job_times,
         soak_minutes=args.soak_minutes,
+        soak_lead=args.soak_lead,
     )
     machine = {
         "cores": os.cpu_count(),

@@ -17,6 +17,7 @@ class BenchContext:
     env: dict[str, str]  # the stack's environment, for the processes a scenario starts
     job_times: bool = False  # fairness scenarios also save every job's times (job_times.py)
     soak_minutes: int = 30  # how long the soak creates jobs
+    soak_lead: float = 5.0  # seconds from a soak job's create request to its due time
 
 
 def api_create(context: BenchContext) -> dict:

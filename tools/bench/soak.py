@@ -1,8 +1,9 @@
 """The soak: the design peak through the API for half an hour, watched minute by minute.
 
 ``soak``: 1,389 jobs/s (5 million an hour) created through the API by the load generator
-(``tools/loadgen``: 10 users, requests of ``BULK`` jobs, each job due ``LEAD_SECONDS``
-after its request) for ``--soak-minutes`` minutes (default 30), on the default topology:
+(``tools/loadgen``: 10 users, requests of ``BULK`` jobs, each job due ``--soak-lead``
+seconds after its request, default 5) for ``--soak-minutes`` minutes (default 30), on the
+default topology:
 2 schedulers, 2 executors, 4 shards on 2 PostgreSQL servers, the API under gunicorn.
 
 Every ``SAMPLE_SECONDS`` it samples the memory of every process (``tools/bench/memory.py``:
@@ -68,7 +69,6 @@ from tools.bench.stack_cpu import StackCpu
 
 DEFAULT_MINUTES = 30
 USERS = 10
-LEAD_SECONDS = 5.0  # from a job's create request to its execute_at
 WARM_UP_SECONDS = 60  # of the same load before the measured minutes (``_warm_up``)
 BULK = 10  # jobs per create request: 139 requests a second at the design peak
 # The load generator's keep-alive connections: twice the API's 4 sync workers, so that a
@@ -82,7 +82,7 @@ MIB = 1024**2
 
 
 def run_soak(context) -> dict:
-    minutes = context.soak_minutes
+    minutes, lead = context.soak_minutes, context.soak_lead
     env = scenario_env(context, "soak")
     servers = _stack_servers()
     summary_file = context.out / "soak-loadgen.json"
@@ -92,8 +92,9 @@ def run_soak(context) -> dict:
         started_workers(context, env, schedulers=2, executors=2) as workers,
     ):
         _wait_for_executors(env, workers)
-        _warm_up(env, context.out, api, workers)
-        loadgen = _loadgen("soak-loadgen", env, context.out, api, minutes * 60, summary_file)
+        _warm_up(env, context.out, api, workers, lead)
+        load = (minutes * 60, lead)
+        loadgen = _loadgen("soak-loadgen", env, context.out, api, load, summary_file)
         try:
             roles = _roles(workers, loadgen, servers)
             samples = _sample_until_done(
@@ -102,24 +103,24 @@ def run_soak(context) -> dict:
         finally:
             loadgen.stop()
         loadgen_summary = json.loads(summary_file.read_text())
-        jobs = _job_numbers(minutes)
+        jobs = _job_numbers(minutes, lead)
     return soak_result(
         minutes=minutes,
         samples=samples,
         jobs=jobs,
         loadgen=loadgen_summary,
         roles=roles,
-        setup=_setup(minutes),
+        setup=_setup(minutes, lead),
     )
 
 
-def _setup(minutes: int) -> str:
+def _setup(minutes: int, lead: float) -> str:
     return describe_setup(
         schedulers=2,
         executors=2,
         extra=f"{PEAK_RATE:,} jobs/s created through the API for {minutes} min by "
         f"tools/loadgen ({USERS} weight-1 users, requests of {BULK} jobs over "
-        f"{CONNECTIONS} connections, each job due {LEAD_SECONDS:g} s after its "
+        f"{CONNECTIONS} connections, each job due {lead:g} s after its "
         f"request), after {WARM_UP_SECONDS} s of the same load not measured (its jobs "
         f"deleted before the measured minutes); no-op handler; memory, tables and CPU "
         f"sampled every {SAMPLE_SECONDS:g} s, a minute's value the mean of its samples",
@@ -145,10 +146,11 @@ def _wait_for_executors(env: dict[str, str], workers) -> None:
     wait_for(joined, timeout=EXECUTOR_JOIN_TIMEOUT, what="the executors joined", workers=workers)
 
 
-def _warm_up(env: dict[str, str], out: Path, api: str, workers) -> None:
+def _warm_up(env: dict[str, str], out: Path, api: str, workers, lead: float) -> None:
     """The same load for ``WARM_UP_SECONDS``, not measured, then its jobs deleted: the
     soak measures a running system, not the broker's JIT compiler and cold caches."""
-    warm_up = _loadgen("soak-warm-up", env, out, api, WARM_UP_SECONDS, out / "soak-warm-up.json")
+    load = (WARM_UP_SECONDS, lead)
+    warm_up = _loadgen("soak-warm-up", env, out, api, load, out / "soak-warm-up.json")
     try:
         wait_for(
             lambda: not warm_up.alive(),
@@ -164,23 +166,29 @@ def _warm_up(env: dict[str, str], out: Path, api: str, workers) -> None:
 
 
 def _loadgen(
-    name: str, env: dict[str, str], out: Path, api: str, seconds: int, summary_file: Path
+    name: str,
+    env: dict[str, str],
+    out: Path,
+    api: str,
+    load: tuple[int, float],
+    summary_file: Path,
 ) -> WorkerProcess:
-    """The load generator at the design peak for ``seconds``, then draining."""
+    """The load generator at the design peak for ``load``'s seconds, each job due its
+    lead seconds after its request, then draining."""
     return WorkerProcess(
         kind="loadgen",
         name=name,
         env=env,
         log_dir=out,
-        argv=_loadgen_argv(api, seconds, summary_file),
+        argv=_loadgen_argv(api, *load, summary_file),
     )
 
 
-def _loadgen_argv(api: str, seconds: int, summary_file: Path) -> list[str]:
+def _loadgen_argv(api: str, seconds: int, lead: float, summary_file: Path) -> list[str]:
     return [
         *(sys.executable, "-m", "tools.loadgen", "--api", api),
         *("--users", str(USERS), "--rate", str(PEAK_RATE), "--bulk", str(BULK)),
-        *("--lead", str(LEAD_SECONDS), "--horizon", "0"),
+        *("--lead", str(lead), "--horizon", "0"),
         *("--duration", str(seconds), "--drain", str(DRAIN_SECONDS)),
         *("--concurrency", str(CONNECTIONS), "--json", str(summary_file)),
     ]
@@ -331,7 +339,7 @@ def _per_minute_sql(column: str, since: str) -> str:
     )
 
 
-def _job_numbers(minutes: int) -> dict:
+def _job_numbers(minutes: int, lead: float) -> dict:
     """Every job of the run (the scenario emptied the shards first), from the shards."""
     firsts = [
         t for (t,) in on_every_shard("SELECT extract(epoch FROM min(execute_at)) FROM jobs") if t
@@ -339,7 +347,7 @@ def _job_numbers(minutes: int) -> dict:
     if not firsts:
         raise RuntimeError("the soak created no jobs")
     t0 = float(min(firsts))  # the first due time
-    params = {"t0": t0, "c0": t0 - LEAD_SECONDS}  # c0: about the first request
+    params = {"t0": t0, "c0": t0 - lead}  # c0: about the first request
     statuses: dict[str, int] = defaultdict(int)
     early = 0
     for status, count, started_early in on_every_shard(
