@@ -370,11 +370,12 @@ ZK_SESSION_TIMEOUT = env_float("JOBSVC_ZK_SESSION_TIMEOUT_SECONDS", 5.0, minimum
 ZK_ROOT = env_str("JOBSVC_ZK_ROOT", "/jobsvc")
 # Seconds between the starts of a shard's dispatch rounds. A job created less than
 # JOBSVC_SCHEDULER_DISPATCH_AHEAD_SECONDS before its due time (one created to run now)
-# waits up to this long for the next round; one created earlier is dispatched ahead of
+# need not wait this long: the API tells the shard's scheduler (PostgreSQL LISTEN and
+# NOTIFY, which a connection pooler in transaction mode would lose), whose next round
+# starts 0.05 s after the last at the soonest. One created earlier is dispatched ahead of
 # its time whatever this is. A round costs its queries, a commit and a batch to the
-# broker however few jobs it finds: on an idle system shorter intervals buy due-now jobs
-# a few tens of milliseconds; behind a flood on a small machine, 0.05 made them later, as
-# smaller rounds slowed the drain (docs/design/fairness.md).
+# broker however few jobs it finds: behind a flood on a small machine, 0.05 made jobs
+# created to run now later, as smaller rounds slowed the drain (docs/design/fairness.md).
 SCHEDULER_POLL_INTERVAL = env_float("JOBSVC_SCHEDULER_POLL_INTERVAL_SECONDS", 0.1, minimum=0.001)
 # Jobs of one shard published and not finished, shared by weight among the users with jobs
 # due: each may have its share in flight (scheduler_worker.in_flight), the rest waits in

@@ -2,9 +2,11 @@
 
 The thread takes the shard's lease (its epoch fences every later write), then loops:
 sweep when due (``scheduler_worker.sweeper``), one round (``scheduler_worker.shard_rounds``),
-and a pause so that rounds start ``poll_interval`` apart. A database or broker error drops
-the thread's connections and waits ``_ERROR_BACKOFF_SECONDS``; the time since the last
-round that worked is what the worker's readiness reports (``failing_for``).
+and a pause so that rounds start ``poll_interval`` apart, or ``WOKEN_ROUND_GAP`` when the
+API says jobs are due now on the shard (``jobsvc.jobs.store.notify_due_now``). A database
+or broker error drops the thread's connections and waits ``_ERROR_BACKOFF_SECONDS``; the
+time since the last round that worked is what the worker's readiness reports
+(``failing_for``).
 
 A job is always either scheduled in the database, or queued while its message is
 published. If the worker dies between claim and acknowledgement, the next owner makes
@@ -35,6 +37,12 @@ from scheduler_worker.weights import WeightBook
 logger = logging.getLogger(__name__)
 
 _ERROR_BACKOFF_SECONDS = 1.0  # after a database or broker error, before the next round
+_STOP_CHECK_SECONDS = 0.1  # the longest a wait for the next round goes without seeing a stop
+# Seconds from a round's start to the next at least, when the API says jobs are due now: a
+# job created to run now waits for a shorter pause than the poll interval, and however
+# many are created, a shard has 20 rounds a second at most. Each round costs its queries
+# and a batch to the broker and the executors (docs/design/fairness.md).
+WOKEN_ROUND_GAP = 0.05
 ROUND_RECORD_INTERVAL = 1.0  # seconds; at most one write of the last round's time per shard
 
 
@@ -138,9 +146,7 @@ class ShardDispatcher:
                 started = self.clock()
                 self._guarded_round()
                 self._record_round(started)
-                # Rounds start poll_interval apart: the round's own time counts toward the
-                # pause, so a job newly due waits at most about one interval.
-                self._stopped.wait(max(0.0, started + self.config.poll_interval - self.clock()))
+                self._wait_for_next_round(started)
             self.rounds.settle(self.config.publish_timeout + _ERROR_BACKOFF_SECONDS)
         except ShardFenced as exc:
             logger.warning(
@@ -209,9 +215,26 @@ class ShardDispatcher:
         except DatabaseError as exc:  # the next round's own queries report the database
             logger.debug("shard %s: cannot record the round: %s", self.store.shard_id, exc)
 
+    def _wait_for_next_round(self, started: float) -> None:
+        """Until ``poll_interval`` after the last round started, so that a job newly due
+        waits about one interval at most; or, if the API says jobs are due now, until
+        ``WOKEN_ROUND_GAP`` after it (``ShardStore.wait_for_jobs_due_now``). A database
+        error here is left for the next round to report."""
+        until = started + self.config.poll_interval
+        try:
+            # In slices: a stop waits for one slice at most.
+            while (left := until - self.clock()) > 0 and not self._stopped.is_set():
+                if self.store.wait_for_jobs_due_now(min(left, _STOP_CHECK_SECONDS)):
+                    until = min(until, started + WOKEN_ROUND_GAP)
+                    break
+        except DatabaseError:
+            pass
+        self._stopped.wait(max(0.0, until - self.clock()))
+
     def _guarded_round(self) -> None:
         """One round; database and broker trouble is logged and retried, fencing is not."""
         try:
+            self.store.listen_for_jobs_due_now()  # a new connection's first round
             if self._sweeper.is_due():
                 self._sweeper.sweep(epoch=self.rounds.epoch)
             self.rounds.dispatch_round()

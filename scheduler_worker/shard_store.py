@@ -11,7 +11,7 @@ from typing import Any
 from django.db import connections, transaction
 
 from jobsvc.jobs.priorities import PRIORITY_DEFAULT
-from jobsvc.jobs.store import from_jsonb
+from jobsvc.jobs.store import DUE_NOW_CHANNEL, from_jsonb
 from jobsvc.postgresql.transaction_limits import limit_idle
 from scheduler_worker import queries
 from scheduler_worker.errors import ShardFenced
@@ -75,6 +75,7 @@ class ShardStore:
     def __init__(self, *, alias: str, shard_id: int) -> None:
         self.alias = alias
         self.shard_id = shard_id
+        self._listening_on: object | None = None  # the connection that LISTENs, if any
 
     def acquire_lease(self, *, owner: str) -> int:
         """Take the shard over: bump and return its epoch, fencing off any older owner."""
@@ -229,6 +230,29 @@ class ShardStore:
                 {"job_ids": [job.job_id for job in jobs], "error": queries.LOST_ATTEMPT_ERROR},
             )
             return _record_lost(cursor, cursor.fetchall())
+
+    def listen_for_jobs_due_now(self) -> None:
+        """Hear what the API says on this shard (``DUE_NOW_CHANNEL``) from now on, if this
+        connection does not already: run before a round looks for due jobs, no job made
+        due after the look goes unheard."""
+        connection = connections[self.alias]
+        with connection.wrap_database_errors:
+            connection.ensure_connection()
+            if connection.connection is not self._listening_on:
+                connection.connection.execute(f"LISTEN {DUE_NOW_CHANNEL}")
+                self._listening_on = connection.connection
+
+    def wait_for_jobs_due_now(self, timeout: float) -> bool:
+        """Until the API says jobs are due now on this shard: True, or ``timeout`` seconds:
+        False. What it said since the last wait counts; a connection that does not listen
+        (``listen_for_jobs_due_now``) hears nothing."""
+        connection = connections[self.alias]
+        with connection.wrap_database_errors:
+            connection.ensure_connection()
+            heard = False
+            for _ in connection.connection.notifies(timeout=timeout, stop_after=1):
+                heard = True  # and every notification received so far is consumed
+            return heard
 
     def close(self) -> None:
         connections[self.alias].close()

@@ -7,13 +7,13 @@ import functools
 import hashlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
@@ -113,7 +113,25 @@ def _create(
         if not insert(rows, coordinator=first, claim_key=claim_key):
             return _replay(shard_alias(first), user_id, idempotency_key, request_hash)
     JOBS_CREATED.inc(len(rows))
+    _wake_schedulers(shard_alias(row.shard_id) for row in rows if _due_now(row.execute_at, now))
     return CreateResult(jobs=rows, created=True)
+
+
+def _due_now(execute_at: datetime, now: datetime) -> bool:
+    """Whether a scheduler would dispatch a job due at ``execute_at`` now: it sends jobs
+    up to ``SCHEDULER_DISPATCH_AHEAD`` seconds before their time."""
+    return execute_at <= now + timedelta(seconds=settings.SCHEDULER_DISPATCH_AHEAD)
+
+
+def _wake_schedulers(aliases: Iterable[str]) -> None:
+    """Tell the schedulers of these shards that jobs are due now, so that their next
+    round starts at once (``store.notify_due_now``), after the jobs' commit. Best effort:
+    the jobs are committed, and a round finds them within the poll interval anyway."""
+    for alias in sorted(set(aliases)):
+        try:
+            store.notify_due_now(alias)
+        except DatabaseError as exc:
+            logger.warning("cannot tell %s's scheduler that jobs are due now: %s", alias, exc)
 
 
 def _insert_on_one_shard(
@@ -334,6 +352,8 @@ def job_reschedule(
     )
     job = job_get(user_id=user_id, job_id=job_id)
     if updated:
+        if _due_now(job.execute_at, timezone.now()):
+            _wake_schedulers([job._state.db])
         return job
     if job.status == JobStatus.SCHEDULED:
         reason = f"it has run {job.attempts} attempt(s) and waits to be retried"
@@ -382,6 +402,7 @@ def job_retry(*, user_id: int, job_id: str, extra_attempts: int, admit: Admit | 
     updated = _retry_where(query, extra_attempts=extra_attempts)
     job = job_get(user_id=user_id, job_id=job_id)
     if updated:
+        _wake_schedulers([job._state.db])
         return job
     if job.status == JobStatus.FAILED:
         reason = f"it has used {job.attempts} attempts, the most a job can have"
@@ -413,7 +434,11 @@ def jobs_retry(
     if admit is not None:
         usages = [jobs_usage(failed(alias)) for alias in shard_aliases()]
         admit(jobs=sum(jobs for jobs, _ in usages), stored_bytes=sum(size for _, size in usages))
-    return sum(
-        _in_batches(failed(alias), functools.partial(_retry_where, extra_attempts=extra_attempts))
+    retried = {
+        alias: _in_batches(
+            failed(alias), functools.partial(_retry_where, extra_attempts=extra_attempts)
+        )
         for alias in shard_aliases()
-    )
+    }
+    _wake_schedulers(alias for alias, count in retried.items() if count)
+    return sum(retried.values())

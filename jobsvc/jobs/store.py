@@ -52,6 +52,11 @@ _INSERT_ONE = (
 )
 _COPY_MANY = f"COPY jobs ({', '.join(JOB_COLUMNS)}) FROM STDIN"
 
+# What the API says on a shard when it made jobs due now: the shard's scheduler listens,
+# and starts its next round at once instead of at its poll interval. NOTIFY is per
+# database, so each shard's scheduler hears its own shard's.
+DUE_NOW_CHANNEL = "jobs_due_now"
+
 # A key older than the TTL counts as unused, whether or not the scheduler has deleted
 # it yet: its row is taken over by this request.
 _CLAIM_IDEMPOTENCY_KEY = """
@@ -147,6 +152,13 @@ def insert_jobs(alias: str, rows: Sequence[JobRow]) -> None:
         with cursor.copy(_COPY_MANY) as copy:
             for row in rows:
                 copy.write_row(_adapted(row))
+
+
+def notify_due_now(alias: str) -> None:
+    """Tell the shard's scheduler that jobs are due now (``DUE_NOW_CHANNEL``). Run after
+    the jobs' commit: a round it starts must see them."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute(f"NOTIFY {DUE_NOW_CHANNEL}")
 
 
 def claim_idempotency_key(

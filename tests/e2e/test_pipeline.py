@@ -7,6 +7,8 @@ from datetime import timedelta
 import pytest
 from django.conf import settings
 
+from jobsvc.sharding.ids import shard_of
+from jobsvc.sharding.shards import shard_count
 from tests.e2e.jobs import all_jobs, create, due_in, spec, status_counts
 from tests.waiting import wait_until
 
@@ -54,6 +56,31 @@ def test_a_job_due_later_waits_for_its_time(make_user, start_worker):
     job = all_jobs(pk=later)[0]
     assert job.started_at >= job.execute_at
     assert job.dispatched_at >= job.execute_at - timedelta(seconds=DISPATCH_AHEAD)
+
+
+def test_a_job_created_due_now_does_not_wait_for_the_next_poll(make_user, start_worker):
+    """The API tells the job's shard's scheduler, whose next round starts at once: with
+    rounds otherwise a minute apart, each job still runs within seconds."""
+    user = make_user()
+    # Due now on every shard before the workers start: each shard's first round sends
+    # them, and from that round on its scheduler hears the API.
+    first = create(user.pk, [spec() for _ in range(settings.BULK_SPREAD_MIN_JOBS)])
+    assert {shard_of(job_id) for job_id in first} == set(range(shard_count()))
+    start_worker("scheduler", "scheduler-a", env={"JOBSVC_SCHEDULER_POLL_INTERVAL_SECONDS": "60"})
+    start_worker("executor", "executor-a")
+    wait_until(
+        lambda: status_counts()["succeeded"] == len(first),
+        timeout=30,
+        what="each shard's first round sent its jobs, and they ran",
+    )
+
+    for n in range(3):
+        [job_id] = create(user.pk, [spec()])
+        wait_until(
+            lambda job_id=job_id: all_jobs(pk=job_id)[0].status == "succeeded",
+            timeout=20,
+            what=f"job {n}, due now, ran without waiting for the next poll",
+        )
 
 
 def test_jobs_sent_ahead_of_their_time_wait_for_it_in_the_executor(make_user, start_worker):
