@@ -51,11 +51,7 @@ class Claimed:
 
 class Claimer:
     def __init__(
-        self,
-        *,
-        stores: Callable[[int], ClaimStore],
-        runner: AttemptRunner,
-        backoff: ShardBackoff,
+        self, *, stores: Callable[[int], ClaimStore], runner: AttemptRunner, backoff: ShardBackoff
     ) -> None:
         self._stores = stores
         self._runner = runner

@@ -219,9 +219,7 @@ class JobConsumer:
                 held = len(progress.outstanding)
                 if held >= self.max_uncommitted and partition not in self._full:
                     logger.warning(
-                        "partition %s: %d messages not committable yet; pausing it",
-                        partition,
-                        held,
+                        "partition %s: %d messages not committable yet; pausing it", partition, held
                     )
                     self._full.add(partition)
                 elif held <= self.max_uncommitted // 2 and partition in self._full:

@@ -10,12 +10,7 @@ from executor_worker.claims import Attempt, Outcome
 from executor_worker.metrics import ATTEMPT_DURATION
 from executor_worker.retry_policy import RetryPolicy
 from jobsvc.handlers.base import HandlerResult, JobContext
-from jobsvc.handlers.errors import (
-    HandlerTimeout,
-    NotStarted,
-    PermanentError,
-    RetryableError,
-)
+from jobsvc.handlers.errors import HandlerTimeout, NotStarted, PermanentError, RetryableError
 from jobsvc.handlers.registry import HandlerRegistry
 
 logger = logging.getLogger(__name__)

@@ -28,11 +28,7 @@ class _Closed:
 
 class ShardBackoff:
     def __init__(
-        self,
-        *,
-        first_delay: float,
-        max_delay: float,
-        clock: Callable[[], float] = time.monotonic,
+        self, *, first_delay: float, max_delay: float, clock: Callable[[], float] = time.monotonic
     ) -> None:
         if not 0 < first_delay <= max_delay:
             raise ValueError(f"need 0 < first_delay <= max_delay, got {first_delay}, {max_delay}")

@@ -131,11 +131,7 @@ class ExecutorWorker:
         )
         self.prober = ShardProber(clocks=self.clocks, shards=self.shards, shard_ids=shard_ids)
         self.start_order: StartOrder[HeldJob] = StartOrder()
-        self.claimer = Claimer(
-            stores=self._store,
-            runner=runner,
-            backoff=self.shards,
-        )
+        self.claimer = Claimer(stores=self._store, runner=runner, backoff=self.shards)
         self.recorder = Recorder(
             stores=self._store,
             shards=self.shards,
@@ -300,8 +296,7 @@ class ExecutorWorker:
             time.sleep(_POLL_TIMEOUT)  # handlers finish on their threads meanwhile
         if len(self.pool):
             logger.warning(
-                "%d attempts still running at shutdown; their leases will expire",
-                len(self.pool),
+                "%d attempts still running at shutdown; their leases will expire", len(self.pool)
             )
 
     def _observe(self) -> None:

@@ -86,9 +86,7 @@ class ShardSweeper:
         metrics.OLDEST_DUE_AGE.labels(str(self.store.shard_id)).set(queue_lag)
         result = self.store.sweep(epoch=epoch)
         failed = self.store.fail_abandoned(
-            epoch=epoch,
-            dead_letter=self._dead_letter,
-            dead_letter_timeout=self.publish_timeout,
+            epoch=epoch, dead_letter=self._dead_letter, dead_letter_timeout=self.publish_timeout
         )
         if self.clock() >= self._next_maintenance:
             self._maintain()
