@@ -148,7 +148,8 @@ class Claimer:
 
 
 def _requests(jobs) -> list[ClaimRequest]:
-    return [ClaimRequest(job.job_id, job.attempt, job.user_id, job.message.due_at) for job in jobs]
+    messages = [job.message for job in jobs]
+    return [ClaimRequest(m.job_id, m.attempt, m.user_id, m.due_at) for m in messages]
 
 
 def _observe_start_delay(attempts: list[Attempt]) -> None:

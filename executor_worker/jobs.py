@@ -32,14 +32,6 @@ class HeldJob:
     state: JobState = field(default=JobState.WAITING)
 
     @property
-    def job_id(self) -> str:
-        return self.message.job_id
-
-    @property
-    def attempt(self) -> int:
-        return self.message.attempt
-
-    @property
     def key(self) -> tuple[str, int]:
         return (self.message.job_id, self.message.attempt)
 

@@ -136,9 +136,9 @@ class Recorder:
             else:
                 logger.info(
                     "job %s: attempt %d was no longer running; not dead-lettered",
-                    job.job_id,
-                    job.attempt,
-                    extra={"job_id": job.job_id, "action": "fail"},
+                    outcome.attempt.job_id,
+                    outcome.attempt.attempt,
+                    extra={"job_id": outcome.attempt.job_id, "action": "fail"},
                 )
                 metrics.JOBS_PROCESSED.labels("dropped").inc()
         return [job for job, _ in finals]
