@@ -59,20 +59,14 @@ class HandlerPool:
 
     def collect(self) -> list[tuple[HeldJob, Outcome]]:
         """Attempts that finished since the last call, and those past their deadline."""
-        while True:
-            try:
-                key, started = self._started.get_nowait()
-            except queue.Empty:
-                break
+        while not self._started.empty():  # only the loop thread takes from the queues
+            key, started = self._started.get_nowait()
             if key in self._running:
                 deadline = started + self._running[key][1].timeout_seconds
                 heapq.heappush(self._deadlines, (deadline, next(self._seq), key))
         done: list[tuple[HeldJob, Outcome]] = []
-        while True:
-            try:
-                outcome = self._finished.get_nowait()
-            except queue.Empty:
-                break
+        while not self._finished.empty():
+            outcome = self._finished.get_nowait()
             self._busy -= 1
             entry = self._running.pop((outcome.attempt.job_id, outcome.attempt.attempt), None)
             if entry is not None:  # None: it timed out already, and that was recorded
