@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -117,7 +117,7 @@ class JobConsumer:
                 "fetch.wait.max.ms": 20,
             }
         )
-        self._progress: dict[int, _PartitionProgress] = {}
+        self._progress: defaultdict[int, _PartitionProgress] = defaultdict(_PartitionProgress)
         self._last_offset: dict[int, int] = {}  # per partition: the last one delivered
         self._logs: dict[int, int] = {}  # per partition: how many times its log was new
         self._lock = threading.Lock()
@@ -148,10 +148,7 @@ class JobConsumer:
             self._last_offset[partition] = offset
             batch.append(Received(partition, offset, message.value(), self._logs.get(partition, 0)))
             with self._lock:
-                progress = self._progress.get(partition)
-                if progress is None:
-                    progress = self._progress[partition] = _PartitionProgress()
-                progress.receive(offset)
+                self._progress[partition].receive(offset)
         return batch
 
     def _new_log(self, partition: int) -> None:
