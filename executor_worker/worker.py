@@ -225,7 +225,6 @@ class ExecutorWorker:
         self._finish()
 
     def _finish(self) -> None:
-        """Collect finished attempts, record outcomes, acknowledge, renew leases."""
         self.recorder.add(self.pool.collect())
         self.intake.acknowledge(self.recorder.record())
         now = time.monotonic()
@@ -267,7 +266,6 @@ class ExecutorWorker:
         return timeout
 
     def _stepped_back(self) -> bool:
-        """Leave the group if ``StepBack`` says so."""
         if not self.step_back.should_leave():
             return False
         self.start_order.clear()  # their messages go to the others with the partitions
@@ -300,7 +298,6 @@ class ExecutorWorker:
             )
 
     def _observe(self) -> None:
-        """Refresh the gauges every few seconds."""
         now = time.monotonic()
         if now < self._next_observation:
             return

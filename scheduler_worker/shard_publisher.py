@@ -55,7 +55,6 @@ class ShardPublisher:
         return len(failed)
 
     def refused(self) -> bool:
-        """The broker failed every message it reported on last: none acknowledged since."""
         return self._unacknowledged.refused
 
     def settle(self, timeout: float, *, epoch: int | None) -> None:

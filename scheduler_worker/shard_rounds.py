@@ -97,13 +97,11 @@ class ShardRounds:
         self._claiming.set()
 
     def wait_resumed(self) -> None:
-        """Until ``resume()``, if paused."""
         self._claiming.wait()
 
     # --- on the dispatch thread -------------------------------------------------------
 
     def settle(self, timeout: float) -> None:
-        """Before the shard goes: wait for the broker's reports, release what failed."""
         self.publisher.settle(timeout, epoch=self.epoch)
 
     def broker_refused(self) -> bool:

@@ -53,12 +53,6 @@ PURGED_PER_SWEEP = 10_000
 
 
 class ShardSweeper:
-    """Recovers one shard's lost jobs, fails exhausted ones, and purges what has expired.
-
-    ``is_due()`` says whether ``sweep_interval`` seconds have passed since the last sweep
-    that completed (the first sweep is due at once).
-    """
-
     def __init__(
         self,
         *,
@@ -79,6 +73,8 @@ class ShardSweeper:
         self._next_maintenance = 0.0
 
     def is_due(self) -> bool:
+        """``sweep_interval`` seconds have passed since the last sweep that completed (the
+        first sweep is due at once)."""
         return self.clock() >= self._next_sweep
 
     def sweep(self, *, epoch: int) -> None:
