@@ -54,14 +54,12 @@ class Outcome:
     def history_outcome(self) -> str:
         """The attempt's outcome as its history row (``JobAttempt.outcome``) names it."""
         if self.succeeded:
-            outcome = AttemptOutcome.SUCCEEDED
-        elif self.timed_out:
-            outcome = AttemptOutcome.TIMED_OUT
-        elif self.retry_delay is not None:
-            outcome = AttemptOutcome.RETRIED
-        else:
-            outcome = AttemptOutcome.FAILED
-        return outcome.value
+            return AttemptOutcome.SUCCEEDED.value
+        if self.timed_out:
+            return AttemptOutcome.TIMED_OUT.value
+        if self.retry_delay is not None:
+            return AttemptOutcome.RETRIED.value
+        return AttemptOutcome.FAILED.value
 
 
 class ClaimRequest(NamedTuple):
