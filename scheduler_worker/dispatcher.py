@@ -147,7 +147,8 @@ class ShardDispatcher:
                 self._guarded_round()
                 self._record_round(started)
                 self._wait_for_next_round(started)
-            self.rounds.settle(self.config.publish_timeout + _ERROR_BACKOFF_SECONDS)
+            settle_timeout = self.config.publish_timeout + _ERROR_BACKOFF_SECONDS
+            self.rounds.publisher.settle(settle_timeout, epoch=epoch)
         except ShardFenced as exc:
             logger.warning(
                 "shard %s fenced: %s", shard, exc, extra={"shard": shard, "action": "fenced"}
@@ -254,5 +255,5 @@ class ShardDispatcher:
             # since), a round that sent its messages is not one that worked. Counted as one,
             # the rounds between two failed reports would end every run of failures before
             # the step-back's.
-            if not self.rounds.broker_refused():
+            if not self.rounds.publisher.refused():
                 self._round_worked()

@@ -101,13 +101,6 @@ class ShardRounds:
 
     # --- on the dispatch thread -------------------------------------------------------
 
-    def settle(self, timeout: float) -> None:
-        self.publisher.settle(timeout, epoch=self.epoch)
-
-    def broker_refused(self) -> bool:
-        """True while the broker fails every message (see ``Unacknowledged.refused``)."""
-        return self.publisher.refused()
-
     def forget(self) -> None:
         """The shard is gone from this worker: its fairness gauges go too."""
         self._backlogged.forget()

@@ -362,15 +362,15 @@ def test_the_broker_refuses_until_it_takes_a_message_again():
     producer = CutOffProducer()
     shard.add(1, 10)
     rounds = rounds_of(shard, producer=producer)
-    assert not rounds.broker_refused()
+    assert not rounds.publisher.refused()
 
     rounds.dispatch_round()
-    assert rounds.broker_refused()  # a round that sent messages is not one that worked
+    assert rounds.publisher.refused()  # a round that sent messages is not one that worked
     with pytest.raises(MessagesNotAcknowledged):
         rounds.dispatch_round()  # the failed jobs are due again
-    assert rounds.broker_refused()
+    assert rounds.publisher.refused()
 
     producer.cut = False
     shard.add(2, 10)
     assert rounds.dispatch_round() == 10
-    assert not rounds.broker_refused()
+    assert not rounds.publisher.refused()
