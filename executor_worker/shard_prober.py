@@ -10,6 +10,7 @@ loop, so the jobs of the other shards go on meanwhile.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -47,10 +48,8 @@ class ShardProber:
         self.clocks.measure_due([shard for shard in shards if self.shards.answering(shard)])
         for shard in shards:
             if not self.shards.answering(shard) and self.shards.is_open(shard):
-                try:
+                with contextlib.suppress(DatabaseError):  # the probe reported it and backed off
                     self.clocks.measure(shard)
-                except DatabaseError:
-                    continue  # reported and backed off by the probe itself
 
     def _run(self) -> None:
         while not self._stopping.wait(_TICK):

@@ -18,6 +18,7 @@ publish timeout) and releases what failed before it lets the shard go.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -222,14 +223,12 @@ class ShardDispatcher:
         ``WOKEN_ROUND_GAP`` after it (``ShardStore.wait_for_jobs_due_now``). A database
         error here is left for the next round to report."""
         until = started + self.config.poll_interval
-        try:
+        with contextlib.suppress(DatabaseError):
             # In slices: a stop waits for one slice at most.
             while (left := until - self.clock()) > 0 and not self._stopped.is_set():
                 if self.store.wait_for_jobs_due_now(min(left, _STOP_CHECK_SECONDS)):
                     until = min(until, started + WOKEN_ROUND_GAP)
                     break
-        except DatabaseError:
-            pass
         self._stopped.wait(max(0.0, until - self.clock()))
 
     def _guarded_round(self) -> None:
