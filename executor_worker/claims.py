@@ -222,14 +222,12 @@ def _outcomes(outcomes: Sequence[Outcome]) -> dict[str, list]:
 def _record_history(cursor, outcomes: Sequence[Outcome], *, status: str) -> None:
     """The outcomes' attempt history rows (queries.RECORD_ATTEMPTS), in the transaction
     of the statement that just gave their jobs ``status``."""
-    cursor.execute(
-        queries.RECORD_ATTEMPTS,
-        {
-            **_keys(o.attempt for o in outcomes),
-            "status": status,
-            "outcomes": [o.history_outcome for o in outcomes],
-            "errors": [o.error or None for o in outcomes],
-            "http_statuses": [o.http_status for o in outcomes],
-            "excerpts": [o.response_excerpt for o in outcomes],
-        },
-    )
+    params = {
+        **_keys(o.attempt for o in outcomes),
+        "status": status,
+        "outcomes": [o.history_outcome for o in outcomes],
+        "errors": [o.error or None for o in outcomes],
+        "http_statuses": [o.http_status for o in outcomes],
+        "excerpts": [o.response_excerpt for o in outcomes],
+    }
+    cursor.execute(queries.RECORD_ATTEMPTS, params)

@@ -283,13 +283,11 @@ class ShardStore:
 def _record_lost(cursor, ended: list[tuple[str, int, datetime | None]]) -> int:
     """Write the history rows of attempts the sweeper ended as lost; how many it ended."""
     if ended:
-        cursor.execute(
-            queries.RECORD_LOST_ATTEMPTS,
-            {
-                "job_ids": [job_id for job_id, _, _ in ended],
-                "attempts": [attempt for _, attempt, _ in ended],
-                "started": [started for _, _, started in ended],
-                "error": queries.LOST_ATTEMPT_ERROR,
-            },
-        )
+        params = {
+            "job_ids": [job_id for job_id, _, _ in ended],
+            "attempts": [attempt for _, attempt, _ in ended],
+            "started": [started for _, _, started in ended],
+            "error": queries.LOST_ATTEMPT_ERROR,
+        }
+        cursor.execute(queries.RECORD_LOST_ATTEMPTS, params)
     return len(ended)
