@@ -1,9 +1,4 @@
-"""Errors of the scheduler worker.
-
-SchedulerError
-├── ShardFenced                another worker took the shard over; stop writing to it
-└── MessagesNotAcknowledged    the broker failed a round's messages; their jobs are due again
-"""
+"""Errors of the scheduler worker."""
 
 from __future__ import annotations
 

@@ -161,10 +161,8 @@ class ShardStore:
             return SweepResult(unclaimed=unclaimed, abandoned=abandoned)
 
     def purge_finished_jobs(self, *, finished_before: datetime, limit: int) -> int:
-        """Delete up to ``limit`` jobs that finished before ``finished_before``, oldest first.
-
-        Not fenced: a finished job past its retention is gone whoever deletes it.
-        """
+        """Delete up to ``limit`` jobs that finished before ``finished_before``, oldest first
+        (not fenced: ``scheduler_worker.sweeper`` says why)."""
         with self._cursor() as cursor:
             cursor.execute(
                 queries.PURGE_FINISHED_JOBS, {"finished_before": finished_before, "limit": limit}
@@ -172,10 +170,8 @@ class ShardStore:
             return cursor.fetchone()[0]
 
     def purge_expired_idempotency_keys(self, *, expired_at: datetime, limit: int) -> int:
-        """Delete up to ``limit`` Idempotency-Keys recorded at or before ``expired_at``.
-
-        Not fenced: a key past its TTL is free whoever deletes it.
-        """
+        """Delete up to ``limit`` Idempotency-Keys recorded at or before ``expired_at`` (not
+        fenced: ``scheduler_worker.sweeper`` says why)."""
         with self._cursor() as cursor:
             cursor.execute(
                 queries.PURGE_EXPIRED_IDEMPOTENCY_KEYS, {"expired_at": expired_at, "limit": limit}
