@@ -168,7 +168,6 @@ def _is_final(outcome: Outcome) -> bool:
 
 def observe_finished(outcome: Outcome) -> None:
     """Count a recorded outcome; a final one also gives the job's latency."""
-    attempt = outcome.attempt
     if not outcome.started:
         metrics.JOBS_PROCESSED.labels("not_started").inc()
         return
@@ -179,5 +178,5 @@ def observe_finished(outcome: Outcome) -> None:
         return
     else:
         metrics.JOBS_PROCESSED.labels("failed").inc()
-    latency = (timezone.now() - attempt.execute_at).total_seconds()
+    latency = (timezone.now() - outcome.attempt.execute_at).total_seconds()
     metrics.JOB_LATENCY.observe(max(0.0, latency))
