@@ -125,9 +125,7 @@ class Intake:
                 malformed.append(received)
                 continue
             job = HeldJob(
-                message=message,
-                received=received,
-                inline=message.handler is not None and message.handler in self._inline,
+                message=message, received=received, inline=message.handler in self._inline
             )
             if self._due_time(message) <= now:
                 due.append(job)
