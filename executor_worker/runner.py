@@ -103,9 +103,7 @@ class AttemptRunner:
                 text,
                 extra={"job_id": attempt.job_id, "action": "fail"},
             )
-            return Outcome(
-                attempt=attempt, succeeded=False, error=text, retry_delay=None, **reported
-            )
+            return Outcome(attempt=attempt, succeeded=False, error=text, **reported)
         delay = policy.next_delay(attempt.attempt)
         retry_after = getattr(error, "retry_after", None)
         if isinstance(error, RetryableError) and retry_after is not None:
