@@ -39,10 +39,8 @@ logger = logging.getLogger(__name__)
 
 _ERROR_BACKOFF_SECONDS = 1.0  # after a database or broker error, before the next round
 _STOP_CHECK_SECONDS = 0.1  # the longest a wait for the next round goes without seeing a stop
-# Seconds from a round's start to the next at least, when the API says jobs are due now: a
-# job created to run now waits for a shorter pause than the poll interval, and however
-# many are created, a shard has 20 rounds a second at most. Each round costs its queries
-# and a batch to the broker and the executors (docs/design/fairness.md).
+# When the API says jobs are due now, the next round starts this long after the last at the
+# soonest: 20 rounds a second at most, however many come (the cost: docs/design/fairness.md).
 WOKEN_ROUND_GAP = 0.05
 ROUND_RECORD_INTERVAL = 1.0  # seconds; at most one write of the last round's time per shard
 
@@ -224,7 +222,6 @@ class ShardDispatcher:
         error here is left for the next round to report."""
         until = started + self.config.poll_interval
         with contextlib.suppress(DatabaseError):
-            # In slices: a stop waits for one slice at most.
             while (left := until - self.clock()) > 0 and not self._stopped.is_set():
                 if self.store.wait_for_jobs_due_now(min(left, _STOP_CHECK_SECONDS)):
                     until = min(until, started + WOKEN_ROUND_GAP)

@@ -245,10 +245,8 @@ class ShardStore:
         connection = connections[self.alias]
         with connection.wrap_database_errors:
             connection.ensure_connection()
-            heard = False
-            for _ in connection.connection.notifies(timeout=timeout, stop_after=1):
-                heard = True  # and every notification received so far is consumed
-            return heard
+            # A list: every notification received so far is consumed, not only the first.
+            return bool(list(connection.connection.notifies(timeout=timeout, stop_after=1)))
 
     def close(self) -> None:
         connections[self.alias].close()
