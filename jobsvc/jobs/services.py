@@ -113,14 +113,16 @@ def _create(
         if not insert(rows, coordinator=first, claim_key=claim_key):
             return _replay(shard_alias(first), user_id, idempotency_key, request_hash)
     JOBS_CREATED.inc(len(rows))
-    _wake_schedulers(shard_alias(row.shard_id) for row in rows if _due_now(row.execute_at, now))
+    horizon = _dispatch_horizon(now)
+    due_now = {row.shard_id for row in rows if row.execute_at <= horizon}
+    _wake_schedulers(shard_alias(shard_id) for shard_id in due_now)
     return CreateResult(jobs=rows, created=True)
 
 
-def _due_now(execute_at: datetime, now: datetime) -> bool:
-    """Whether a scheduler would dispatch a job due at ``execute_at`` now: it sends jobs
-    up to ``SCHEDULER_DISPATCH_AHEAD`` seconds before their time."""
-    return execute_at <= now + timedelta(seconds=settings.SCHEDULER_DISPATCH_AHEAD)
+def _dispatch_horizon(now: datetime) -> datetime:
+    """The latest due time a scheduler dispatches at ``now``: it sends jobs up to
+    ``SCHEDULER_DISPATCH_AHEAD`` seconds before their time."""
+    return now + timedelta(seconds=settings.SCHEDULER_DISPATCH_AHEAD)
 
 
 def _wake_schedulers(aliases: Iterable[str]) -> None:
@@ -352,7 +354,7 @@ def job_reschedule(
     )
     job = job_get(user_id=user_id, job_id=job_id)
     if updated:
-        if _due_now(job.execute_at, timezone.now()):
+        if job.execute_at <= _dispatch_horizon(timezone.now()):
             _wake_schedulers([job._state.db])
         return job
     if job.status == JobStatus.SCHEDULED:
