@@ -165,10 +165,10 @@ DB_STATEMENT_TIMEOUT = env_float("JOBSVC_DB_STATEMENT_TIMEOUT_SECONDS", 30.0, mi
 # A transaction left idle this long is ended by the server (0: no limit). A process paused
 # inside one (SIGSTOP, a GC pause, a stopped VM) would otherwise hold its row locks until
 # it woke: an executor's claimed jobs, which another executor claims once the consumer
-# group gives it the partitions (after the consumer session, 6 s), and the schedulers'
-# sweeps and the API's cancels wait on too. Below that session; our transactions go from
-# one statement to the next within milliseconds, and the two that publish inside (dead
-# letters) raise the limit for themselves by their publish timeout.
+# group gives it the partitions (after the consumer session, 6 s), and the API's cancels
+# wait on too (the schedulers skip locked rows). Below that session; our transactions go
+# from one statement to the next within milliseconds, and the two that publish inside
+# (dead letters) raise the limit for themselves by their publish timeout.
 DB_IDLE_IN_TRANSACTION_TIMEOUT = env_float(
     "JOBSVC_DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS", 5.0, minimum=0.0
 )

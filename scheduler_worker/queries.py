@@ -163,12 +163,25 @@ RELEASE_UNPUBLISHED = f"""
      WHERE id = ANY(%(job_ids)s) AND status = {QUEUED} AND dispatch_epoch = %(epoch)s
 """
 
+
+# The rows of jobs in ``status`` whose lease expired, but those another transaction is
+# changing: the sweep runs on its dispatcher's thread, so a sweep that waited for a row
+# lock (an executor paused inside its claim holds them until the server ends its idle
+# transaction) held up the shard's rounds too. Such a row is changing anyway; if it is
+# still expired, the next sweep takes it (as it does a row changed since the statement's
+# snapshot, whose new version this ctid does not find).
+def _expired(status: str, condition: str = "") -> str:
+    return f"""ctid = ANY(ARRAY(SELECT ctid FROM jobs
+                                WHERE status = {status} AND lease_expires_at < now() {condition}
+                                FOR UPDATE SKIP LOCKED))"""
+
+
 # A queued job nobody claimed in time: its message was lost (broker restart) or is stuck
 # behind a dead consumer. Make it due again; a late duplicate is dropped at claim time.
 SWEEP_UNCLAIMED = f"""
     UPDATE jobs
        SET status = {SCHEDULED}, lease_expires_at = NULL, updated_at = now()
-     WHERE status = {QUEUED} AND lease_expires_at < now()
+     WHERE {_expired(QUEUED)}
 """
 
 # A running job whose executor died (its lease expired): that attempt is over. With
@@ -183,7 +196,7 @@ SWEEP_ABANDONED = f"""
        SET status = {SCHEDULED}, due_at = now(), lease_expires_at = NULL, updated_at = now(),
            last_error = %(error)s,
            {_APPEND_LOST_ATTEMPT_ERROR}
-     WHERE status = {RUNNING} AND lease_expires_at < now() AND attempts < max_attempts
+     WHERE {_expired(RUNNING, "AND attempts < max_attempts")}
  RETURNING id, attempts, started_at
 """
 

@@ -430,6 +430,25 @@ def test_sweep_makes_abandoned_running_jobs_due_again_while_attempts_remain(shar
     assert _job(exhausted).status == "running"  # fail_abandoned's business, not sweep's
 
 
+def test_the_sweep_skips_jobs_an_executor_is_changing_without_waiting(shard):
+    epoch = shard.acquire_lease(owner="worker-a")
+    [lost, claiming] = _jobs(1, -5, -5, status="queued", lease=EXPIRED)
+    [abandoned, recording] = _jobs(1, -5, -5, status="running", attempts=1, lease=EXPIRED)
+
+    with connections[ALIAS].cursor() as cursor:
+        # An executor inside its transactions, paused, say: a claim and an outcome.
+        cursor.execute("BEGIN")
+        cursor.execute("UPDATE jobs SET status = 'running' WHERE id = %s", [claiming])
+        cursor.execute("UPDATE jobs SET status = 'succeeded' WHERE id = %s", [recording])
+        # The sweep runs on the dispatcher's thread: waiting here, it held up the rounds.
+        result = _in_another_session_without_waiting(lambda other: other.sweep(epoch=epoch))
+        cursor.execute("COMMIT")
+
+    assert (result.unclaimed, result.abandoned) == (1, 1)
+    assert (_job(lost).status, _job(abandoned).status) == ("scheduled", "scheduled")
+    assert (_job(claiming).status, _job(recording).status) == ("running", "succeeded")
+
+
 # --- retention -------------------------------------------------------------------------
 
 
