@@ -137,6 +137,22 @@ def test_the_soak_row_says_how_closely_a_creeping_p99_followed_the_machines_load
     assert "over 1.5x minute 2's 8 ms (r = 1.00 with the machine's busy cores);" in row
 
 
+def test_the_soak_row_says_how_much_of_the_late_jobs_the_worst_seconds_hold(results_dir):
+    results = json.loads((results_dir / "results.json").read_text())
+    results["soak"]["late_jobs"] = {
+        "late": 90,
+        "in_worst_seconds": 0.5,
+        "worst_seconds": 2,
+        "seconds": 120,
+    }
+    (results_dir / "results.json").write_text(json.dumps(results))
+    row = _row(docs.render(results_dir, None), "soak")
+    assert (
+        "over 1.5x minute 2's 8 ms, 50% of the jobs over that due in the worst 2 of 120 seconds;"
+        in row
+    )
+
+
 def test_the_soak_row_names_minutes_short_of_the_rate_and_early_jobs(results_dir):
     results = json.loads((results_dir / "results.json").read_text())
     checks = results["soak"]["checks"]

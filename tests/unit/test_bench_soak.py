@@ -124,6 +124,32 @@ def test_a_minute_in_which_no_job_ran_fails():
     assert soak_numbers.lateness_checks(rows)["minutes_over_limit"] == [3]
 
 
+def test_the_creep_bound_is_one_and_a_half_times_minute_2s_p99_and_1_ms_at_least():
+    assert soak_numbers.creep_bound_ms({1: {4: 99, 8: 1}}) == 6.0
+    assert soak_numbers.creep_bound_ms({1: {0: 100}}) == 1.5
+    assert soak_numbers.creep_bound_ms({0: {4: 100}}) is None
+
+
+def test_late_jobs_tell_how_much_the_worst_seconds_hold_and_the_spread_over_shards():
+    # 100 seconds; (second, shard, partition, jobs, late): 2 bursty seconds hold 90 late jobs.
+    rows = [
+        (second, second % 2, second % 3, 100, 1 if second % 10 == 0 else 0) for second in range(100)
+    ]
+    rows += [(7, 0, 1, 100, 50), (8, 1, 2, 100, 40)]
+    late = soak_numbers.late_jobs(rows, 12.0)
+    assert (late["late_ms"], late["late"], late["seconds"], late["worst_seconds"]) == (
+        12.0,
+        100,
+        100,
+        2,
+    )
+    assert late["late_pct"] == round(100 * 100 / 10_200, 2)
+    assert late["in_worst_seconds"] == 0.9
+    # shard 0: 10 late in the even seconds and 50 in second 7; shard 1: 40 in second 8
+    assert late["by_shard_pct"] == [round(100 * 40 / 5_100, 2), round(100 * 60 / 5_100, 2)]
+    assert len(late["by_partition_pct"]) == 2
+
+
 def test_smaps_rollup_is_read_in_mib():
     text = "55-7f ---p 00000000 00:00 0 [rollup]\nRss:  2048 kB\nPss:  1024 kB\nPss_Anon: 512 kB\n"
     assert memory.parse_rollup(text) == {"rss": 2.0, "pss": 1.0, "pss_anon": 0.5}
@@ -203,6 +229,18 @@ def test_a_steady_soak_passes_and_its_table_has_a_row_a_minute():
     assert len([line for line in table if line.startswith("| ")]) == 1 + 4  # header, minutes
     assert table[2].endswith("| 0.15 |")  # cores busy: 1.5 CPU-s per 10 s
     assert "**Passed.**" in result["markdown"]
+
+
+def test_the_soak_tells_where_the_jobs_that_fail_a_minute_were():
+    jobs = {**_jobs(4), "late_ms": 60.0, "late_rows": [(0, 0, 0, 100, 2), (1, 1, 1, 100, 0)]}
+    result = soak_result(
+        minutes=4, samples=_samples(4), jobs=jobs, loadgen=LOADGEN, roles=ROLES, setup=SETUP
+    )
+    assert result["late_jobs"]["late"] == 2
+    assert (
+        "Jobs later than 60 ms (1.5 x minute 2's p99): 2 (1 %), 100% of them due in the "
+        "worst 1 of 2 seconds; 0-2 % of each shard's jobs, 0-2 % of each partition's."
+    ) in result["markdown"]
 
 
 def test_a_growing_broker_and_a_worker_over_150_mib_fail_the_soak():

@@ -213,6 +213,12 @@ def _soak(result: dict) -> Verdict:
         follows = p99_follows_busy_cores(result)
         if follows is not None:
             parts[-1] += f" (r = {follows:.2f} with the machine's busy cores)"
+        late = result.get("late_jobs")
+        if late and late["late"]:
+            parts[-1] += (
+                f", {late['in_worst_seconds']:.0%} of the jobs over that due in the worst "
+                f"{late['worst_seconds']} of {late['seconds']:,} seconds"
+            )
     if grown.get("grown"):
         parts.append(f"memory grew: {', '.join(grown['grown'])}")
     peaks = _get(checks, "worker_rss", "peaks_mib").values()

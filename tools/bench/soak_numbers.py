@@ -15,6 +15,10 @@ memory samples, and the pass/fail tests. Pure functions, no servers.
   the tail of start - due is mostly time waiting for a core.
 - Whether lateness drifted over the run, and whether the machine's speed did
   (``drift``): reported, not tested.
+- Where the jobs that fail a minute were (``late_jobs``): those later than ``CREEP_LIMIT``
+  times minute 2's p99, by due second, shard and partition. Reported, not tested: how
+  much of them the worst ``BURST_SECONDS`` of the seconds hold, and how evenly the shards
+  (databases) and partitions (executors) share them.
 - The load is held when every minute's jobs were created at ``RATE_HELD`` of the rate or
   more: a minute the load generator fell behind in did not measure the design peak.
 
@@ -37,6 +41,7 @@ GROWTH_TOLERANCE = 0.10  # of the level: the most a process may grow over the ru
 WORKER_RSS_LIMIT_MIB = 150.0  # each scheduler and executor process, at its peak
 RATE_HELD = 0.98  # of the rate: every minute's created/s at least this
 REFERENCE_MINUTE = 1  # index of minute 2: the first after start-up
+BURST_SECONDS = 0.02  # of the run's seconds: the worst ones, whose share of late jobs is told
 LOADGEN = "loadgen"  # the load generator's share of the CPU (tools.bench.stack_cpu)
 
 
@@ -160,6 +165,47 @@ def lateness_checks(minutes: Sequence[Mapping]) -> dict:
         "minutes_crept": crept,
         "passed": not over_limit and crept == [],
     }
+
+
+def creep_bound_ms(histograms: Mapping[int, Mapping[int, int]]) -> float | None:
+    """The lateness over which a job counts against its minute's p99: ``CREEP_LIMIT`` times
+    minute 2's p99 (as ``lateness_checks`` takes it; None without a minute 2)."""
+    reference = percentile_of_counts(histograms.get(REFERENCE_MINUTE, {}), 99)
+    return None if reference is None else CREEP_LIMIT * max(reference, 1)
+
+
+def late_jobs(rows: Iterable[tuple[int, int, int | None, int, int]], late_ms: float) -> dict:
+    """Where the jobs later than ``late_ms`` were, from ``(due second, shard, partition,
+    jobs, late jobs)`` rows: their share of the jobs, the share of them that the worst
+    ``BURST_SECONDS`` of the seconds hold, and the least and the most late share (%) of any
+    shard's jobs and of any partition's."""
+    by_second: dict[int, int] = defaultdict(int)
+    shards: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    partitions: dict[int | None, list[int]] = defaultdict(lambda: [0, 0])
+    for second, shard, partition, jobs, late in rows:
+        by_second[second] += late
+        for totals in (shards[shard], partitions[partition]):
+            totals[0] += jobs
+            totals[1] += late
+    late = sum(by_second.values())
+    jobs = sum(total for total, _ in shards.values())
+    worst = max(1, round(BURST_SECONDS * len(by_second)))
+    in_worst = sum(sorted(by_second.values(), reverse=True)[:worst])
+    return {
+        "late_ms": late_ms,
+        "late": late,
+        "late_pct": round(100 * late / jobs, 2) if jobs else None,
+        "seconds": len(by_second),
+        "worst_seconds": worst,
+        "in_worst_seconds": round(in_worst / late, 2) if late else None,
+        "by_shard_pct": _spread(shards.values()),
+        "by_partition_pct": _spread(partitions.values()),
+    }
+
+
+def _spread(totals: Iterable[list[int]]) -> list[float] | None:
+    shares = [round(100 * late / jobs, 2) for jobs, late in totals if jobs]
+    return [min(shares), max(shares)] if shares else None
 
 
 def minute_rates(

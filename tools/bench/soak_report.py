@@ -98,6 +98,9 @@ def soak_result(
                 ("iowait_cores", "iowait_seconds"),
             )
         },
+        "late_jobs": None
+        if jobs.get("late_ms") is None
+        else soak_numbers.late_jobs(jobs["late_rows"], jobs["late_ms"]),
         "statuses": jobs["statuses"],
         "early": jobs["early"],
         "loadgen": {
@@ -258,7 +261,8 @@ def soak_markdown(result: dict) -> str:
         f"From minute 2 on, p99 lateness moved {_signed(drifted['p99_trend_ms'])} ms "
         "(slope x span), and the load generator's CPU, for the same work every minute, "
         f"was x{_cell(drifted['loadgen_cpu'], 2)} in the later half of the minutes against "
-        "the earlier half: the machine's speed moving shows there.",
+        "the earlier half: the machine's speed moving shows there."
+        + _late_jobs(result.get("late_jobs")),
         "",
         "Memory is PSS (shared pages split between the processes that map them), summed "
         "over a server's processes; the growth test leaves out shared memory (PostgreSQL's "
@@ -267,6 +271,23 @@ def soak_markdown(result: dict) -> str:
         "the first due time, 5 s later).",
     ]
     return "\n".join(lines)
+
+
+def _late_jobs(late: dict | None) -> str:
+    """Where the jobs that count against a minute's p99 were (``soak_numbers.late_jobs``)."""
+    if not late or not late["late"]:
+        return ""
+    return (
+        f" Jobs later than {late['late_ms']:g} ms ({soak_numbers.CREEP_LIMIT:g} x minute 2's "
+        f"p99): {late['late']:,} ({late['late_pct']:g} %), {late['in_worst_seconds']:.0%} "
+        f"of them due in the worst {late['worst_seconds']:,} of {late['seconds']:,} seconds; "
+        f"{_pct_range(late['by_shard_pct'])} of each shard's jobs, "
+        f"{_pct_range(late['by_partition_pct'])} of each partition's."
+    )
+
+
+def _pct_range(spread: list[float] | None) -> str:
+    return "-" if spread is None else f"{spread[0]:g}-{spread[1]:g} %"
 
 
 def _minutes(minutes: list[int]) -> str:
