@@ -93,11 +93,8 @@ class ClaimStore:
     def claim_succeeded(
         self, requests: Sequence[ClaimRequest], *, handlers: Sequence[str]
     ) -> list[Attempt]:
-        """Start the startable requests whose job has one of ``handlers``, already succeeded.
-
-        Only inside a transaction that runs those handlers before it commits (and
-        ``reopen``s the attempts whose handler failed).
-        """
+        """Start the startable requests whose job has one of ``handlers``, already succeeded:
+        only in a transaction that runs them before its commit (``reopen``: those that failed)."""
         if not requests or not handlers:
             return []
         with connections[self.alias].cursor() as cursor:

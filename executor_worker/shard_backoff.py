@@ -3,8 +3,7 @@
 Each key (a shard id, a topic) that failed is closed for a delay that doubles with every
 failure in a row, from ``first_delay`` up to ``max_delay``; one success opens it again.
 The work waiting for it is kept, so nothing is dropped, and a resource that is down costs
-one attempt per delay rather than one per turn of the loop. The clock is injected for
-testing.
+one attempt per delay rather than one per turn of the loop.
 
 Who tries a key again: whoever waits for it, once ``is_open`` (the dead-letter topic), or a
 prober, while the others use only keys ``answering`` (the executor's shards:
@@ -71,8 +70,7 @@ class ShardBackoff:
             self._succeeded_at[key] = self._clock()
 
     def reached(self, within: float) -> set[Hashable]:
-        """The keys that succeeded in the last ``within`` seconds and have not failed
-        since."""
+        """The keys that succeeded in the last ``within`` seconds and have not failed since."""
         since = self._clock() - within
         with self._lock:
             succeeded = list(self._succeeded_at.items())

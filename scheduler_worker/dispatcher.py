@@ -8,12 +8,12 @@ or broker error drops the thread's connections and waits ``_ERROR_BACKOFF_SECOND
 time since the last round that worked is what the worker's readiness reports
 (``failing_for``).
 
-A job is always either scheduled in the database, or queued while its message is
-published. If the worker dies between claim and acknowledgement, the next owner makes
-the job due again as it takes the shard over (``ShardStore.reset_older_dispatches``), and
-the sweeper does when its queued lease expires; a duplicate message that may result is
-dropped by the executor's claim. A stopping dispatcher waits for its acknowledgements (at most the
-publish timeout) and releases what failed before it lets the shard go.
+A job is always either scheduled in the database, or queued while its message is published.
+If the worker dies between claim and acknowledgement, the next owner makes the job due again
+as it takes the shard over (``ShardStore.reset_older_dispatches``), and the sweeper does
+when its queued lease expires; a duplicate message that may result is dropped by the
+executor's claim. A stopping dispatcher waits for its acknowledgements (at most the publish
+timeout) and releases what failed before it lets the shard go.
 """
 
 from __future__ import annotations

@@ -83,17 +83,24 @@ COUNT_IN_FLIGHT = f"""
      WHERE status IN {IN_FLIGHT} GROUP BY user_id, dispatch_partition
 """
 
+
+# The rows matching ``condition`` but those another transaction is changing, which the
+# takeover's reset and the sweeps skip (one still matching after is the next sweep's, as
+# is a row changed since the statement's snapshot). Waiting, the reset deadlocked with
+# claims (CLAIM_PICKED says why), and a sweep held up the shard's rounds (it runs on the
+# dispatch thread) while an executor paused inside its claim kept the lock.
+def _unlocked(condition: str) -> str:
+    return f"ctid = ANY(ARRAY(SELECT ctid FROM jobs WHERE {condition} FOR UPDATE SKIP LOCKED))"
+
+
 # At a takeover: jobs an older owner claimed for dispatch that no executor started. The old
 # owner may have died before their messages went out, so they are made due again at once
-# rather than after the queued timeout. Rows another transaction is changing are skipped,
-# not waited for: an executor claiming them holds their messages (CLAIM_PICKED says why).
+# rather than after the queued timeout (an executor claiming one holds its message).
 RESET_OLDER_DISPATCHES = f"""
     UPDATE jobs
        SET status = {SCHEDULED}, dispatched_at = NULL, lease_expires_at = NULL,
            updated_at = now()
-     WHERE ctid = ANY(ARRAY(SELECT ctid FROM jobs
-                             WHERE status = {QUEUED} AND dispatch_epoch < %(epoch)s
-                             FOR UPDATE SKIP LOCKED))
+     WHERE {_unlocked(f"status = {QUEUED} AND dispatch_epoch < %(epoch)s")}
 """
 
 # Users with jobs due within ``ahead`` seconds (DispatchConfig.dispatch_ahead): a user is
@@ -164,24 +171,12 @@ RELEASE_UNPUBLISHED = f"""
 """
 
 
-# The rows of jobs in ``status`` whose lease expired, but those another transaction is
-# changing: the sweep runs on its dispatcher's thread, so a sweep that waited for a row
-# lock (an executor paused inside its claim holds them until the server ends its idle
-# transaction) held up the shard's rounds too. Such a row is changing anyway; if it is
-# still expired, the next sweep takes it (as it does a row changed since the statement's
-# snapshot, whose new version this ctid does not find).
-def _expired(status: str, condition: str = "") -> str:
-    return f"""ctid = ANY(ARRAY(SELECT ctid FROM jobs
-                                WHERE status = {status} AND lease_expires_at < now() {condition}
-                                FOR UPDATE SKIP LOCKED))"""
-
-
 # A queued job nobody claimed in time: its message was lost (broker restart) or is stuck
 # behind a dead consumer. Make it due again; a late duplicate is dropped at claim time.
 SWEEP_UNCLAIMED = f"""
     UPDATE jobs
        SET status = {SCHEDULED}, lease_expires_at = NULL, updated_at = now()
-     WHERE {_expired(QUEUED)}
+     WHERE {_unlocked(f"status = {QUEUED} AND lease_expires_at < now()")}
 """
 
 # A running job whose executor died (its lease expired): that attempt is over. With
@@ -191,12 +186,13 @@ SWEEP_UNCLAIMED = f"""
 LOST_ATTEMPT_ERROR = "the executor running this attempt stopped responding"
 _APPEND_LOST_ATTEMPT_ERROR = append_attempt_error(attempt="jobs.attempts", error="%(error)s::text")
 
+_ABANDONED = f"status = {RUNNING} AND lease_expires_at < now() AND attempts < max_attempts"
 SWEEP_ABANDONED = f"""
     UPDATE jobs
        SET status = {SCHEDULED}, due_at = now(), lease_expires_at = NULL, updated_at = now(),
            last_error = %(error)s,
            {_APPEND_LOST_ATTEMPT_ERROR}
-     WHERE {_expired(RUNNING, "AND attempts < max_attempts")}
+     WHERE {_unlocked(_ABANDONED)}
  RETURNING id, attempts, started_at
 """
 

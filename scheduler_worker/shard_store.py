@@ -256,11 +256,8 @@ class ShardStore:
 
     @contextmanager
     def _fenced(self, epoch: int) -> Iterator:
-        """A transaction that holds the lease row shared and proceeds only under ``epoch``.
-
-        PostgreSQL ends it if it sits idle for IDLE_IN_TRANSACTION_TIMEOUT seconds; the
-        caller then gets a DatabaseError.
-        """
+        """A transaction that holds the lease row shared and proceeds only under ``epoch``
+        (PostgreSQL ends it after IDLE_IN_TRANSACTION_TIMEOUT idle: a DatabaseError)."""
         with transaction.atomic(using=self.alias), self._cursor() as cursor:
             limit_idle(cursor, IDLE_IN_TRANSACTION_TIMEOUT)
             self._check_epoch(cursor, epoch, queries.LOCK_LEASE)

@@ -4,10 +4,9 @@ The shard's dispatcher runs a sweep on its own thread before a round, every
 ``sweep_interval`` seconds, under its lease epoch. One sweep (``ShardSweeper.sweep``):
 
 1. sets the shard's queue lag gauge (the oldest due, unstarted job's age), then makes due
-   again queued jobs whose lease expired (their message was lost or nobody
-   claimed it: "unclaimed") and running jobs whose executor's lease expired while
-   attempts remain ("abandoned": the executor died, paused or was cut off; it renews the
-   leases of what it runs);
+   again queued jobs whose lease expired (their message was lost or nobody claimed it:
+   "unclaimed") and running jobs whose executor's lease expired while attempts remain
+   ("abandoned": the executor died, paused or was cut off; it renews what it runs);
 2. fails running jobs whose executor died on their last attempt ("exhausted"), each only
    once the broker acknowledged its dead letter: one that was not stays running, and the
    next sweep tries again.
@@ -25,8 +24,7 @@ Every ``MAINTENANCE_INTERVAL`` seconds a sweep also:
 Steps 1 and 2 are fenced by the epoch, like the dispatcher's writes; the purges are not (a
 row past its time is gone whoever deletes it), nor is step 4 (any two sweeps reach the
 same decision: the coordinator's row decides). A sweep that raises stays due, so the
-dispatcher's next round tries it again. When the dispatcher lets the shard go, ``forget``
-drops the shard's gauges, so that only the owner reports them.
+dispatcher's next round tries it again.
 """
 
 from __future__ import annotations
