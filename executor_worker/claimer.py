@@ -148,7 +148,7 @@ class Claimer:
 
 
 def _requests(jobs) -> list[ClaimRequest]:
-    messages = [job.message for job in jobs]
+    messages = (job.message for job in jobs)
     return [ClaimRequest(m.job_id, m.attempt, m.user_id, m.due_at) for m in messages]
 
 

@@ -151,11 +151,9 @@ def lateness_checks(minutes: Sequence[Mapping]) -> dict:
     p99s = [row["p99_ms"] for row in minutes]
     over_limit = [n + 1 for n, p99 in enumerate(p99s) if p99 is None or p99 > P99_LIMIT_MS]
     reference = p99s[REFERENCE_MINUTE] if len(p99s) > REFERENCE_MINUTE else None
-    if reference is None:
-        crept: list[int] | None = None
-    else:
-        # A reference under 1 ms would make any noise a creep: compare with 1 ms at least.
-        bound = CREEP_LIMIT * max(reference, 1)
+    bound = _creep_bound(reference)
+    crept: list[int] | None = None
+    if bound is not None:
         crept = [n + 1 for n, p99 in enumerate(p99s) if p99 is not None and p99 > bound]
     return {
         "p99_limit_ms": P99_LIMIT_MS,
@@ -168,9 +166,14 @@ def lateness_checks(minutes: Sequence[Mapping]) -> dict:
 
 
 def creep_bound_ms(histograms: Mapping[int, Mapping[int, int]]) -> float | None:
-    """The lateness over which a job counts against its minute's p99: ``CREEP_LIMIT`` times
-    minute 2's p99 (as ``lateness_checks`` takes it; None without a minute 2)."""
-    reference = percentile_of_counts(histograms.get(REFERENCE_MINUTE, {}), 99)
+    """The lateness over which a job counts against its minute's p99, from the histograms
+    (``lateness_checks``'s bound; None without a minute 2)."""
+    return _creep_bound(percentile_of_counts(histograms.get(REFERENCE_MINUTE, {}), 99))
+
+
+def _creep_bound(reference: float | None) -> float | None:
+    """``CREEP_LIMIT`` times minute 2's p99 (``reference``), and of 1 ms at least: under
+    that, any noise would be a creep. None without a minute 2."""
     return None if reference is None else CREEP_LIMIT * max(reference, 1)
 
 
