@@ -18,8 +18,8 @@ from django.http import HttpRequest
 
 from jobsvc import errors
 from jobsvc.handlers.redaction import public_params
+from jobsvc.jobs.changes import job_cancel, job_retry
 from jobsvc.jobs.models import Job
-from jobsvc.jobs.services import job_cancel, job_retry
 from jobsvc.sharding.ids import InvalidJobId, shard_of
 from jobsvc.sharding.shards import UnknownShard, shard_alias, shard_ids
 

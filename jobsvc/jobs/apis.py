@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 
 from jobsvc import errors
 from jobsvc.api.envelope import ErrorOutput, enveloped, ok
+from jobsvc.jobs.changes import job_cancel, job_reschedule, job_retry, jobs_cancel, jobs_retry
 from jobsvc.jobs.handler_specs import request_resolution_budget
 from jobsvc.jobs.limits import jobs_admit, jobs_create_admit
 from jobsvc.jobs.models import CANCELLABLE_STATUSES, JobStatus
@@ -44,14 +45,7 @@ from jobsvc.jobs.serializers import (
     attempt_to_dict,
     job_to_dict,
 )
-from jobsvc.jobs.services import (
-    job_cancel,
-    job_reschedule,
-    job_retry,
-    jobs_cancel,
-    jobs_create,
-    jobs_retry,
-)
+from jobsvc.jobs.services import jobs_create
 from jobsvc.jobs.specs import (
     SpecErrors,
     parse_aware_datetime,

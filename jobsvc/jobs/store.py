@@ -7,17 +7,21 @@ round trip at a small fraction of the ORM's cost per row.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from django.db import connections
+from django.conf import settings
+from django.db import DatabaseError, connections
 from psycopg.types.json import Jsonb
 
 from jobsvc.jobs.models import PRIORITY_DEFAULT, Job, JobStatus
 from jobsvc.jobs.specs import JobSpec
 from jobsvc.sharding.ids import shard_of
 from jobsvc.sharding.shards import shard_alias
+
+logger = logging.getLogger(__name__)
 
 
 class JobRow(NamedTuple):
@@ -159,6 +163,23 @@ def notify_due_now(alias: str) -> None:
     the jobs' commit: a round it starts must see them."""
     with connections[alias].cursor() as cursor:
         cursor.execute(f"NOTIFY {DUE_NOW_CHANNEL}")
+
+
+def wake_schedulers(aliases: Iterable[str]) -> None:
+    """Tell the schedulers of these shards that jobs are due now, so that their next
+    round starts at once (``notify_due_now``), after the jobs' commit. Best effort: the
+    jobs are committed, and a round finds them within the poll interval anyway."""
+    for alias in sorted(set(aliases)):
+        try:
+            notify_due_now(alias)
+        except DatabaseError as exc:
+            logger.warning("cannot tell %s's scheduler that jobs are due now: %s", alias, exc)
+
+
+def dispatch_horizon(now: datetime) -> datetime:
+    """The latest due time a scheduler dispatches at ``now``: it sends jobs up to
+    ``SCHEDULER_DISPATCH_AHEAD`` seconds before their time."""
+    return now + timedelta(seconds=settings.SCHEDULER_DISPATCH_AHEAD)
 
 
 def claim_idempotency_key(

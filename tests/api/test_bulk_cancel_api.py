@@ -132,7 +132,7 @@ def test_cancelling_again_cancels_nothing_more(user_client, user):
 
 
 def test_more_jobs_than_one_batch_are_all_cancelled(user_client, user, monkeypatch):
-    monkeypatch.setattr("jobsvc.jobs.services.BULK_BATCH_SIZE", 3)
+    monkeypatch.setattr("jobsvc.jobs.changes.BULK_BATCH_SIZE", 3)
     ids = [create_job(user_client)["id"] for _ in range(8)]
 
     response = cancel_many(user_client, {"status": ["scheduled"]})

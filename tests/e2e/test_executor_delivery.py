@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from jobsvc.jobs.services import job_cancel
+from jobsvc.jobs.changes import job_cancel
 from tests.e2e.jobs_topic import HANDLED_TIMEOUT, job, message, queued_job
 from tests.waiting import wait_until
 

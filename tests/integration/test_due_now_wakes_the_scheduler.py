@@ -20,8 +20,9 @@ from django.db import connections
 from django.utils import timezone
 
 from jobsvc.jobs import store
+from jobsvc.jobs.changes import job_reschedule, job_retry
 from jobsvc.jobs.models import Job, JobStatus
-from jobsvc.jobs.services import job_reschedule, job_retry, jobs_create
+from jobsvc.jobs.services import jobs_create
 from jobsvc.jobs.specs import JobSpec, RescheduleSpec
 from jobsvc.sharding.ids import shard_of
 from jobsvc.sharding.shards import shard_alias, shard_aliases

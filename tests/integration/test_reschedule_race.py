@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from jobsvc import errors
 from jobsvc.jobs import store
+from jobsvc.jobs.changes import job_reschedule
 from jobsvc.jobs.models import Job
-from jobsvc.jobs.services import job_reschedule
 from jobsvc.jobs.specs import JobSpec, RescheduleSpec
 from jobsvc.sharding.ids import new_job_id
 from jobsvc.sharding.shards import shard_alias
